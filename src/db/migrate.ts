@@ -1,0 +1,52 @@
+import { type MigrationResultSet, Migrator, NO_MIGRATIONS } from 'kysely';
+import { allMigrations } from '../../migrations/index.js';
+import { checkSchema, DEFAULT_SCHEMA, kyselyFor, openPool, type PostgresOptions } from './connection.js';
+
+/** The library keeps its own migration bookkeeping so it never mixes with the application's. */
+export const MIGRATION_TABLE = 'bullmq_idempotency_migration';
+export const MIGRATION_LOCK_TABLE = 'bullmq_idempotency_migration_lock';
+
+export type MigrateOptions = PostgresOptions & {
+  /** `'latest'` applies every pending migration; `'down'` reverts the last one; `'none'` reverts all. @defaultValue `'latest'` */
+  to?: 'latest' | 'down' | 'none';
+};
+
+/**
+ * Creates or upgrades the library's tables. Safe to run from many processes at once:
+ * a Postgres advisory lock serialises them, and the second one finds nothing to do.
+ *
+ * @example
+ * await migrate({ connectionString: process.env.DATABASE_URL });
+ */
+export async function migrate(options: MigrateOptions): Promise<MigrationResultSet> {
+  const schema = checkSchema(options.schema ?? DEFAULT_SCHEMA);
+  const { pool, owned } = openPool(options, 2);
+  const db = kyselyFor(pool);
+  const lockClient = await pool.connect();
+  try {
+    // One lock for the whole schema covers the creation of the schema and of kysely's own
+    // bookkeeping tables, which race when two processes start on an empty database.
+    await lockClient.query('select pg_advisory_lock(hashtext($1))', [`bullmq-idempotency:${schema}`]);
+    await lockClient.query(`create schema if not exists ${schema}`);
+    const migrator = new Migrator({
+      db,
+      provider: { getMigrations: async () => allMigrations(schema) },
+      migrationTableName: MIGRATION_TABLE,
+      migrationLockTableName: MIGRATION_LOCK_TABLE,
+      migrationTableSchema: schema,
+    });
+    const to = options.to ?? 'latest';
+    const result =
+      to === 'latest'
+        ? await migrator.migrateToLatest()
+        : to === 'down'
+          ? await migrator.migrateDown()
+          : await migrator.migrateTo(NO_MIGRATIONS);
+    if (result.error) throw result.error;
+    return result;
+  } finally {
+    await lockClient.query('select pg_advisory_unlock(hashtext($1))', [`bullmq-idempotency:${schema}`]).catch(() => {});
+    lockClient.release();
+    if (owned) await db.destroy();
+  }
+}

@@ -1,0 +1,132 @@
+import { ERROR_CODES, IdempotencyError } from './idempotency-error.js';
+
+/** The same key arrived with different effect-bearing input. Refused before any side effect. */
+export class IdempotencyConflictError extends IdempotencyError<{
+  key: string;
+  status: string;
+  storedFingerprint: string;
+  fingerprint: string;
+}> {
+  constructor(details: IdempotencyConflictError['details']) {
+    super(
+      ERROR_CODES.conflict,
+      `Idempotency key ${details.key} was already used with different input (record is ${details.status}); create a new operation key for changed input`,
+      details,
+    );
+  }
+}
+
+/** A protected job carries no idempotency key and none can be derived. */
+export class MissingIdempotencyKeyError extends IdempotencyError<{ operation: string; jobId?: string }> {
+  constructor(details: MissingIdempotencyKeyError['details']) {
+    super(
+      ERROR_CODES.missingKey,
+      `Operation ${details.operation} requires an idempotency key, and job ${details.jobId ?? '(unknown)'} carries none and none can be derived`,
+      details,
+    );
+  }
+}
+
+/** A key component is empty, too long, not a string or contains control characters. */
+export class InvalidIdempotencyKeyError extends IdempotencyError<{ issues: { path: string; message: string }[] }> {
+  constructor(issues: { path: string; message: string }[]) {
+    super(
+      ERROR_CODES.invalidKey,
+      `Invalid idempotency key: ${issues.map((i) => `${i.path || 'key'}: ${i.message}`).join('; ')}`,
+      { issues },
+    );
+  }
+}
+
+/** Another attempt holds the lease of this key. */
+export class IdempotencyInProgressError extends IdempotencyError<{ key: string; retryAfterMs: number }> {
+  constructor(details: IdempotencyInProgressError['details']) {
+    super(ERROR_CODES.inProgress, `Operation ${details.key} is in progress in another attempt`, details);
+  }
+}
+
+/** A write carried an epoch that is no longer current: the lease was taken over or the key invalidated. */
+export class StaleEpochError extends IdempotencyError<{
+  key: string;
+  epoch: number;
+  operation: string;
+  currentEpoch: number | null;
+  currentStatus: string | null;
+}> {
+  constructor(details: StaleEpochError['details']) {
+    super(
+      ERROR_CODES.staleEpoch,
+      `Rejected ${details.operation} of ${details.key} with stale epoch ${details.epoch} (current epoch ${details.currentEpoch ?? 'none'}, status ${details.currentStatus ?? 'absent'})`,
+      details,
+    );
+  }
+}
+
+/** The outcome of an earlier attempt is ambiguous; an operator or a reconcile hook must resolve it. */
+export class UnknownOutcomeError extends IdempotencyError<{ key: string; epoch: number }> {
+  constructor(details: UnknownOutcomeError['details']) {
+    super(
+      ERROR_CODES.unknownOutcome,
+      `Operation ${details.key} has an unknown outcome (a side effect may have been committed); it will not be retried until it is resolved`,
+      details,
+    );
+  }
+}
+
+/** The key has a recorded terminal failure that is still within retention. */
+export class RecordedFailureError extends IdempotencyError<{ key: string; error: { code: string; message: string } }> {
+  constructor(details: RecordedFailureError['details']) {
+    super(
+      ERROR_CODES.recordedFailure,
+      `Operation ${details.key} failed before with ${details.error.code}: ${details.error.message}`,
+      details,
+    );
+  }
+}
+
+/** Bad configuration, such as a lease that is not shorter than the lock or a retention shorter than the retry window. */
+export class IdempotencyConfigError extends IdempotencyError<{ option: string; [k: string]: unknown }> {
+  constructor(message: string, details: IdempotencyConfigError['details']) {
+    super(ERROR_CODES.config, message, details);
+  }
+}
+
+/** A value that must be recorded as JSON is not JSON (undefined, function, BigInt, NaN, a cycle...). */
+export class SerializationError extends IdempotencyError<{ path: string; reason: string }> {
+  constructor(details: SerializationError['details']) {
+    super(ERROR_CODES.serialization, `Value is not JSON-serialisable at ${details.path}: ${details.reason}`, details);
+  }
+}
+
+/** A result or error exceeds the configured size bound. */
+export class PayloadTooLargeError extends IdempotencyError<{ what: string; bytes: number; limit: number }> {
+  constructor(details: PayloadTooLargeError['details']) {
+    super(
+      ERROR_CODES.tooLarge,
+      `The ${details.what} is ${details.bytes} bytes, above the limit of ${details.limit} bytes`,
+      details,
+    );
+  }
+}
+
+/** A ledger transition that the state machine does not allow (resolve of a key that is not unknown...). */
+export class IllegalTransitionError extends IdempotencyError<{ key: string; from: string | null; action: string }> {
+  constructor(details: IllegalTransitionError['details']) {
+    super(
+      ERROR_CODES.illegalTransition,
+      `Cannot ${details.action} ${details.key}: record is ${details.from ?? 'absent'}`,
+      details,
+    );
+  }
+}
+
+/** Job data or operation input failed validation. */
+export class InvalidInputError extends IdempotencyError<{ issues: { path: string; message: string }[] }> {
+  constructor(what: string, issues: { path: string; message: string }[]) {
+    super(
+      ERROR_CODES.invalidInput,
+      `Invalid ${what}: ${issues.map((i) => `${i.path || '(root)'}: ${i.message}`).join('; ')}`,
+      { issues },
+    );
+  }
+}

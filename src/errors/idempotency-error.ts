@@ -1,0 +1,52 @@
+/**
+ * Stable error codes. Programs, logs and audit rows match on these strings, never on messages.
+ */
+export const ERROR_CODES = {
+  conflict: 'IDEMPOTENCY_CONFLICT',
+  missingKey: 'IDEMPOTENCY_MISSING_KEY',
+  invalidKey: 'IDEMPOTENCY_INVALID_KEY',
+  inProgress: 'IDEMPOTENCY_IN_PROGRESS',
+  staleEpoch: 'IDEMPOTENCY_STALE_EPOCH',
+  unknownOutcome: 'IDEMPOTENCY_UNKNOWN_OUTCOME',
+  recordedFailure: 'IDEMPOTENCY_RECORDED_FAILURE',
+  config: 'IDEMPOTENCY_CONFIG',
+  serialization: 'IDEMPOTENCY_NOT_SERIALIZABLE',
+  tooLarge: 'IDEMPOTENCY_TOO_LARGE',
+  illegalTransition: 'IDEMPOTENCY_ILLEGAL_TRANSITION',
+  notFound: 'IDEMPOTENCY_KEY_NOT_FOUND',
+  invalidInput: 'IDEMPOTENCY_INVALID_INPUT',
+} as const;
+
+export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
+
+/**
+ * Base class of every error this library throws. `code` is stable across releases;
+ * `details` is a payload a program can act on (never secrets or personal data).
+ */
+export class IdempotencyError<D extends object = Record<string, unknown>> extends Error {
+  readonly code: IdempotencyErrorCode;
+  readonly details: D;
+
+  constructor(code: IdempotencyErrorCode, message: string, details: D, options?: { cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.details = details;
+  }
+
+  /** A JSON form for logs and the ledger's error column. */
+  toJSON(): { name: string; code: string; message: string; details: D } {
+    return { name: this.name, code: this.code, message: this.message, details: this.details };
+  }
+}
+
+/** True for any error thrown by this library (works across duplicated module copies). */
+export function isIdempotencyError(err: unknown): err is IdempotencyError {
+  return (
+    err instanceof IdempotencyError ||
+    (typeof err === 'object' &&
+      err !== null &&
+      typeof (err as { code?: unknown }).code === 'string' &&
+      ((err as { code: string }).code as string).startsWith('IDEMPOTENCY_'))
+  );
+}

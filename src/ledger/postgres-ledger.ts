@@ -1,0 +1,410 @@
+import { CompiledQuery, type Kysely } from 'kysely';
+import type pg from 'pg';
+import { checkSchema, DEFAULT_SCHEMA, kyselyFor, openPool, type PostgresOptions } from '../db/connection.js';
+import {
+  IdempotencyConfigError,
+  IllegalTransitionError,
+  InvalidInputError,
+  PayloadTooLargeError,
+  StaleEpochError,
+} from '../errors/errors.js';
+import { IdempotencyError } from '../errors/idempotency-error.js';
+import { canonicalJson } from '../fingerprint/canonical-json.js';
+import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
+import { ledgerStatements } from './statements.js';
+import type {
+  ClaimOptions,
+  ClaimOutcome,
+  KeyLike,
+  LedgerRecord,
+  LedgerStatus,
+  RecordedError,
+  ResolveOutcome,
+  Transition,
+  WriteReceipt,
+} from './types.js';
+
+export type LedgerOptions = PostgresOptions & {
+  /** Largest recorded result, in bytes of JSON. @defaultValue 1 MiB */
+  maxResultBytes?: number;
+  /** Pool size when the ledger opens its own pool. @defaultValue 10 */
+  poolSize?: number;
+  /**
+   * Shifts the database clock the ledger reads by this many milliseconds. For tests of
+   * retention and lease boundaries without sleeping; leave at 0 in production.
+   * @defaultValue 0
+   */
+  clockOffsetMs?: number;
+};
+
+export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
+export const MAX_ERROR_MESSAGE_LENGTH = 2000;
+const MAX_CLAIM_ROUNDS = 8;
+
+/** A kysely transaction (or instance) in which a completion should commit. */
+export type LedgerExecutor = Kysely<unknown>;
+
+type Row = Record<string, unknown>;
+
+/**
+ * The Postgres idempotency ledger: the durable truth every attempt must pass before it may
+ * touch the outside world. Knows nothing of BullMQ.
+ *
+ * @example
+ * const ledger = new PostgresLedger({ connectionString: process.env.DATABASE_URL });
+ * const claim = await ledger.claim({ key, operation: 'assets.create', fingerprint: fp,
+ *   leaseMs: 10_000, retentionMs: 86_400_000, downstream: 'idempotent' });
+ * if (claim.kind === 'acquired') await ledger.complete(key, claim.epoch, { assetId: 'a1' });
+ */
+export class PostgresLedger {
+  readonly schema: string;
+  readonly pool: pg.Pool;
+  /** Writes refused because their epoch was stale. A rising count means leases are too short. */
+  readonly metrics = { staleWrites: 0, claims: 0 };
+  private readonly owned: boolean;
+  private readonly sql: ReturnType<typeof ledgerStatements>;
+  private readonly names: Record<string, string>;
+  private readonly maxResultBytes: number;
+  private readonly clockOffsetMs: number;
+  private kysely: Kysely<unknown> | undefined;
+
+  constructor(options: LedgerOptions) {
+    this.schema = checkSchema(options.schema ?? DEFAULT_SCHEMA);
+    const { pool, owned } = openPool(options, options.poolSize ?? 10);
+    this.pool = pool;
+    this.owned = owned;
+    this.sql = ledgerStatements(`${this.schema}.idempotency_ledger`);
+    // Prepared-statement names are per connection; the schema is part of the name so two
+    // ledgers on one pool never collide.
+    this.names = Object.fromEntries(Object.keys(this.sql).map((k) => [k, `bqi_${k}_${this.schema}`]));
+    this.maxResultBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
+    this.clockOffsetMs = Math.trunc(options.clockOffsetMs ?? 0);
+    if (!(this.maxResultBytes > 0)) {
+      throw new IdempotencyConfigError('maxResultBytes must be > 0', { option: 'maxResultBytes' });
+    }
+  }
+
+  /** A kysely instance on the ledger's pool (for `ctx.tx` and operator queries). */
+  get db(): Kysely<unknown> {
+    this.kysely ??= kyselyFor(this.pool);
+    return this.kysely;
+  }
+
+  /**
+   * Atomically claims a key. Exactly one of any number of concurrent claimers gets
+   * `acquired`; the others learn what the record says (replay, conflict, in progress...).
+   */
+  async claim(options: ClaimOptions): Promise<ClaimOutcome> {
+    const key = parseIdempotencyKey(options.key);
+    checkPositiveMs('leaseMs', options.leaseMs);
+    checkPositiveMs('retentionMs', options.retentionMs);
+    const k = boundedKey(key);
+    const values = [
+      k,
+      key.namespace,
+      key.resourceKey,
+      key.version,
+      options.operation,
+      options.fingerprint,
+      options.leaseMs,
+      options.retentionMs,
+      options.downstream,
+      options.owner ?? null,
+      options.jobId ?? null,
+      options.queue ?? null,
+      options.taskId ?? null,
+      options.stepId ?? null,
+      this.clockOffsetMs,
+    ];
+    this.metrics.claims++;
+    for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+      const rows = await this.run('claim', values);
+      const row = rows[0];
+      // No row, or a snapshot that looked claimable while a concurrent claimer won: read again.
+      if (!row || (!row.acquired && row.claimable)) continue;
+      return toOutcome(row, options.fingerprint);
+    }
+    throw new IdempotencyError('IDEMPOTENCY_IN_PROGRESS', `Claim of ${k} kept racing with concurrent writers`, {
+      key: k,
+    });
+  }
+
+  /** Extends the lease of the attempt holding `epoch`. Throws {@link StaleEpochError} when fenced. */
+  async heartbeat(key: KeyLike, epoch: number, leaseMs: number): Promise<WriteReceipt & { leaseExpiresAt: Date }> {
+    checkPositiveMs('leaseMs', leaseMs);
+    const k = toKey(key);
+    const rows = await this.run('heartbeat', [k, epoch, leaseMs, this.clockOffsetMs]);
+    const row = rows[0];
+    if (!row) throw await this.fenced(k, epoch, 'heartbeat');
+    return { key: k, epoch, at: row.at as Date, leaseExpiresAt: row.lease_expires_at as Date };
+  }
+
+  /**
+   * Records the result of the attempt holding `epoch`. The result must be JSON and within
+   * `maxResultBytes`; otherwise it throws and the row stays unchanged. Pass `executor` (a kysely
+   * transaction) to commit the completion together with the side effect's own writes.
+   * @returns the stored JSON value (what a replay will return) and the database time.
+   */
+  async complete(
+    key: KeyLike,
+    epoch: number,
+    result: unknown,
+    executor?: LedgerExecutor,
+  ): Promise<WriteReceipt & { result: unknown }> {
+    const k = toKey(key);
+    const text = this.encodeResult(result);
+    const rows = await this.run('complete', [k, epoch, text, this.clockOffsetMs], executor);
+    if (!rows[0]) throw await this.fenced(k, epoch, 'complete', executor);
+    return { key: k, epoch, at: rows[0].at as Date, result: JSON.parse(text) };
+  }
+
+  /**
+   * Records a failure. `terminal`: the key replays this failure until it expires.
+   * `retryable`: nothing was committed; the key becomes claimable by the next attempt.
+   */
+  async fail(key: KeyLike, epoch: number, error: RecordedError, mode: 'terminal' | 'retryable'): Promise<WriteReceipt> {
+    const terminal = mode === 'terminal';
+    return this.finish(
+      key,
+      epoch,
+      error,
+      terminal ? 'failed' : 'released',
+      terminal ? 'failed' : 'failed_retryable',
+      !terminal,
+    );
+  }
+
+  /** Gives the key back: the attempt committed nothing. The next claim gets epoch + 1. */
+  async release(key: KeyLike, epoch: number): Promise<WriteReceipt> {
+    return this.finish(key, epoch, null, 'released', 'released', null);
+  }
+
+  /** The attempt cannot tell whether its side effect committed: no unattended retry until resolved. */
+  async markUnknown(key: KeyLike, epoch: number, error: RecordedError): Promise<WriteReceipt> {
+    return this.finish(key, epoch, error, 'unknown', 'marked_unknown', null);
+  }
+
+  /**
+   * Evicts a key whatever its state, so the next claim executes again; fences any current
+   * holder (its epoch becomes stale). Who and why belong in the audit trail.
+   */
+  async invalidate(key: KeyLike): Promise<WriteReceipt & { previousStatus: LedgerStatus }> {
+    const k = toKey(key);
+    const rows = await this.run('invalidate', [k, this.clockOffsetMs]);
+    const row = rows[0];
+    if (!row) throw new IllegalTransitionError({ key: k, from: null, action: 'invalidate' });
+    return {
+      key: k,
+      epoch: row.epoch as number,
+      at: row.at as Date,
+      previousStatus: row.previous_status as LedgerStatus,
+    };
+  }
+
+  /**
+   * Settles an `unknown` record: `committed` records the result an operator or reconcile hook
+   * found; not committed makes the key claimable again. Any other state is refused.
+   */
+  async resolve(key: KeyLike, outcome: ResolveOutcome): Promise<WriteReceipt> {
+    const k = toKey(key);
+    const text = outcome.committed ? this.encodeResult(outcome.result) : null;
+    const rows = await this.run('resolve', [k, text, this.clockOffsetMs, outcome.committed]);
+    const row = rows[0];
+    if (!row) {
+      const cur = (await this.run('current', [k]))[0];
+      throw new IllegalTransitionError({
+        key: k,
+        from: (cur?.status as string | undefined) ?? null,
+        action: 'resolve',
+      });
+    }
+    return { key: k, epoch: row.epoch as number, at: row.at as Date };
+  }
+
+  /** Deletes up to `batchSize` expired terminal rows; never locked or unknown ones. Returns the count. */
+  async sweepExpired(batchSize = 1000): Promise<number> {
+    if (!Number.isInteger(batchSize) || batchSize < 1) {
+      throw new IdempotencyConfigError('batchSize must be a positive integer', { option: 'batchSize' });
+    }
+    const res = await this.pool.query({
+      name: this.names.sweep,
+      text: this.sql.sweep,
+      values: [batchSize, this.clockOffsetMs],
+    });
+    return res.rowCount ?? 0;
+  }
+
+  /** The full record of a key, or null. */
+  async get(key: KeyLike): Promise<LedgerRecord | null> {
+    const row = (await this.run('get', [toKey(key)]))[0];
+    return row ? toRecord(row) : null;
+  }
+
+  /** Closes the pool if the ledger opened it. */
+  async close(): Promise<void> {
+    if (this.owned) await this.pool.end();
+  }
+
+  private async finish(
+    key: KeyLike,
+    epoch: number,
+    error: RecordedError | null,
+    status: LedgerStatus,
+    transition: Transition,
+    retryable: boolean | null,
+  ): Promise<WriteReceipt> {
+    const k = toKey(key);
+    const errText = error ? JSON.stringify(boundError(error)) : null;
+    const rows = await this.run('finish', [k, epoch, errText, this.clockOffsetMs, status, transition, retryable]);
+    if (!rows[0]) throw await this.fenced(k, epoch, transition);
+    return { key: k, epoch, at: rows[0].at as Date };
+  }
+
+  private encodeResult(result: unknown): string {
+    const text = canonicalJson(result);
+    const bytes = Buffer.byteLength(text);
+    if (bytes > this.maxResultBytes) {
+      throw new PayloadTooLargeError({ what: 'result', bytes, limit: this.maxResultBytes });
+    }
+    return text;
+  }
+
+  /** Explains why a fenced write matched no row: a stale epoch, or a record not in `locked`. */
+  private async fenced(key: string, epoch: number, operation: string, executor?: LedgerExecutor): Promise<Error> {
+    const cur = (await this.run('current', [key], executor))[0];
+    const currentEpoch = (cur?.epoch as number | undefined) ?? null;
+    const currentStatus = (cur?.status as string | undefined) ?? null;
+    if (currentEpoch === epoch) {
+      return new IllegalTransitionError({ key, from: currentStatus, action: operation });
+    }
+    this.metrics.staleWrites++;
+    return new StaleEpochError({ key, epoch, operation, currentEpoch, currentStatus });
+  }
+
+  private async run(
+    name: keyof ReturnType<typeof ledgerStatements>,
+    values: unknown[],
+    executor?: LedgerExecutor,
+  ): Promise<Row[]> {
+    const text = this.sql[name];
+    if (executor) {
+      const res = await executor.executeQuery(CompiledQuery.raw(text, values));
+      return res.rows as Row[];
+    }
+    const res = await this.pool.query({ name: this.names[name] as string, text, values });
+    return res.rows as Row[];
+  }
+}
+
+function toKey(key: KeyLike): string {
+  if (typeof key === 'string') {
+    if (key.length === 0 || key.length > 255) {
+      throw new InvalidInputError('key', [
+        { path: 'key', message: 'must be a bounded key string of 1..255 characters' },
+      ]);
+    }
+    return key;
+  }
+  return boundedKey(parseIdempotencyKey(key));
+}
+
+function checkPositiveMs(option: string, value: number): void {
+  if (!Number.isFinite(value) || value <= 0 || !Number.isInteger(value)) {
+    throw new IdempotencyConfigError(`${option} must be a positive whole number of milliseconds, got ${value}`, {
+      option,
+    });
+  }
+}
+
+function boundError(error: RecordedError): RecordedError {
+  const code = typeof error.code === 'string' && error.code.length > 0 ? error.code.slice(0, 100) : 'UNKNOWN';
+  const message = String(error.message ?? '').slice(0, MAX_ERROR_MESSAGE_LENGTH);
+  return error.name ? { code, message, name: String(error.name).slice(0, 100) } : { code, message };
+}
+
+function toOutcome(row: Row, fp: string): ClaimOutcome {
+  const key = row.key as string;
+  const epoch = row.epoch as number;
+  const at = row.at as Date;
+  const status = row.status as LedgerStatus;
+  if (row.acquired) {
+    if (status === 'unknown') {
+      return { kind: 'unknown', key, epoch, error: row.error as RecordedError, transitioned: true, at };
+    }
+    return {
+      kind: 'acquired',
+      key,
+      epoch,
+      leaseExpiresAt: row.lease_expires_at as Date,
+      transition: row.last_transition as Extract<ClaimOutcome, { kind: 'acquired' }>['transition'],
+      at,
+    };
+  }
+  if (row.fingerprint !== fp) {
+    return { kind: 'conflict', key, status, storedFingerprint: row.fingerprint as string, fingerprint: fp, at };
+  }
+  switch (status) {
+    case 'completed':
+      return {
+        kind: 'completed',
+        key,
+        epoch,
+        result: row.result,
+        completedAt: row.completed_at as Date,
+        expiresAt: row.expires_at as Date,
+        at,
+      };
+    case 'failed':
+      return { kind: 'failed', key, epoch, error: row.error as RecordedError, expiresAt: row.expires_at as Date, at };
+    case 'locked':
+      return {
+        kind: 'inProgress',
+        key,
+        epoch,
+        leaseExpiresAt: row.lease_expires_at as Date,
+        retryAfterMs: Number(row.retry_after_ms),
+        at,
+      };
+    case 'unknown':
+      return {
+        kind: 'unknown',
+        key,
+        epoch,
+        error: (row.error as RecordedError | null) ?? null,
+        transitioned: false,
+        at,
+      };
+    default:
+      // released/invalidated with the same fingerprint are claimable and never reach here.
+      throw new IllegalTransitionError({ key, from: status, action: 'claim' });
+  }
+}
+
+function toRecord(row: Row): LedgerRecord {
+  return {
+    key: row.key as string,
+    namespace: row.namespace as string,
+    resourceKey: row.resource_key as string,
+    version: row.version as string,
+    operation: row.operation as string,
+    fingerprint: row.fingerprint as string,
+    status: row.status as LedgerStatus,
+    epoch: row.epoch as number,
+    downstream: row.downstream as LedgerRecord['downstream'],
+    leaseOwner: (row.lease_owner as string | null) ?? null,
+    leaseExpiresAt: (row.lease_expires_at as Date | null) ?? null,
+    retentionMs: Number(row.retention_ms),
+    result: row.result ?? null,
+    error: (row.error as RecordedError | null) ?? null,
+    retryable: (row.retryable as boolean | null) ?? null,
+    lastTransition: row.last_transition as Transition,
+    jobId: (row.job_id as string | null) ?? null,
+    queue: (row.queue as string | null) ?? null,
+    taskId: (row.task_id as string | null) ?? null,
+    stepId: (row.step_id as string | null) ?? null,
+    createdAt: row.created_at as Date,
+    updatedAt: row.updated_at as Date,
+    completedAt: (row.completed_at as Date | null) ?? null,
+    expiresAt: (row.expires_at as Date | null) ?? null,
+  };
+}

@@ -1,0 +1,126 @@
+import type { IdempotencyKey } from '../keys/idempotency-key.js';
+
+/**
+ * Status of a ledger record. The seed's `locked | completed | failed`, plus `unknown` (the
+ * outcome of an attempt is ambiguous and needs reconciliation) and two claimable states that
+ * keep the row so epochs keep rising: `released` (an attempt gave the key back, nothing
+ * committed) and `invalidated` (an operator evicted the key).
+ */
+export type LedgerStatus = 'locked' | 'completed' | 'failed' | 'unknown' | 'released' | 'invalidated';
+
+/**
+ * How the downstream system behaves on a repeat, which decides what a crashed attempt's
+ * expired lease means:
+ * - `idempotent`: it accepts our key and returns the original outcome for a repeat, so the next
+ *   attempt may take over and call again with the same key;
+ * - `reconcile`: the outcome can be looked up; the next attempt takes over and must reconcile first;
+ * - `none`: neither; an expired lease becomes `unknown` and is never retried unattended.
+ */
+export type Downstream = 'idempotent' | 'reconcile' | 'none';
+
+/** An error as recorded in the ledger: a stable code and a message (never a stack). */
+export type RecordedError = { code: string; message: string; name?: string };
+
+/** A key as the ledger accepts it: the parts, or the bounded string form. */
+export type KeyLike = IdempotencyKey | string;
+
+/** How the row changed at its last transition (kept for audit and reconstruction). */
+export type Transition =
+  | 'claimed'
+  | 'takeover'
+  | 'takeover_unknown'
+  | 'reclaimed'
+  | 'reclaimed_after_expiry'
+  | 'reclaimed_after_invalidation'
+  | 'completed'
+  | 'failed'
+  | 'failed_retryable'
+  | 'released'
+  | 'marked_unknown'
+  | 'invalidated'
+  | 'resolved_committed'
+  | 'resolved_not_committed';
+
+export type ClaimOptions = {
+  key: IdempotencyKey;
+  /** The operation's name; part of the record, for operators. */
+  operation: string;
+  /** Fingerprint of the effect-bearing input (see `fingerprint()`). */
+  fingerprint: string;
+  /** Lease length in milliseconds; must be > 0. */
+  leaseMs: number;
+  /** How long a terminal record is kept and replayed, in milliseconds; must be > 0. */
+  retentionMs: number;
+  downstream: Downstream;
+  /** Who holds the lease (worker id); informational, never used for decisions. */
+  owner?: string;
+  jobId?: string;
+  queue?: string;
+  taskId?: string;
+  stepId?: string;
+};
+
+/** The result of a claim: exactly one claimer of a key gets `acquired`. */
+export type ClaimOutcome =
+  | {
+      kind: 'acquired';
+      key: string;
+      epoch: number;
+      leaseExpiresAt: Date;
+      /** How the claim came about: first claim, takeover of an expired lease, reclaim after release/expiry/invalidation. */
+      transition: Extract<Transition, 'claimed' | 'takeover' | `reclaimed${string}`>;
+      at: Date;
+    }
+  | { kind: 'completed'; key: string; epoch: number; result: unknown; completedAt: Date; expiresAt: Date; at: Date }
+  | { kind: 'failed'; key: string; epoch: number; error: RecordedError; expiresAt: Date; at: Date }
+  | { kind: 'inProgress'; key: string; epoch: number; leaseExpiresAt: Date; retryAfterMs: number; at: Date }
+  | {
+      kind: 'conflict';
+      key: string;
+      status: LedgerStatus;
+      storedFingerprint: string;
+      fingerprint: string;
+      at: Date;
+    }
+  | {
+      kind: 'unknown';
+      key: string;
+      epoch: number;
+      error: RecordedError | null;
+      /** True when this claim found the expired lease and moved the record to unknown. */
+      transitioned: boolean;
+      at: Date;
+    };
+
+/** A full ledger row, as `inspect` shows it. */
+export type LedgerRecord = {
+  key: string;
+  namespace: string;
+  resourceKey: string;
+  version: string;
+  operation: string;
+  fingerprint: string;
+  status: LedgerStatus;
+  epoch: number;
+  downstream: Downstream;
+  leaseOwner: string | null;
+  leaseExpiresAt: Date | null;
+  retentionMs: number;
+  result: unknown;
+  error: RecordedError | null;
+  retryable: boolean | null;
+  lastTransition: Transition;
+  jobId: string | null;
+  queue: string | null;
+  taskId: string | null;
+  stepId: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  completedAt: Date | null;
+  expiresAt: Date | null;
+};
+
+/** A fenced write's receipt: the database time it took effect. */
+export type WriteReceipt = { key: string; epoch: number; at: Date };
+
+export type ResolveOutcome = { committed: true; result: unknown } | { committed: false };

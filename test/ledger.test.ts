@@ -1,0 +1,326 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ERROR_CODES } from '../src/errors/idempotency-error.js';
+import { fingerprint } from '../src/fingerprint/fingerprint.js';
+import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
+import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import type { ClaimOptions } from '../src/ledger/types.js';
+import { TestContext } from './helpers/context.js';
+
+const t = new TestContext('ledger');
+let ledger: PostgresLedger;
+let n = 0;
+
+beforeAll(async () => {
+  await t.setup();
+  ledger = t.ledger();
+});
+afterAll(async () => {
+  await ledger.close();
+  await t.teardown();
+});
+
+function newKey(): IdempotencyKey {
+  return { namespace: 'acme/assets.create', resourceKey: `task:${++n}:${Math.random()}`, version: 'v1' };
+}
+function claimOf(key: IdempotencyKey, over: Partial<ClaimOptions> = {}): ClaimOptions {
+  return {
+    key,
+    operation: 'assets.create',
+    fingerprint: fingerprint('assets.create', { asset: 'a' }),
+    leaseMs: 30_000,
+    retentionMs: 60_000,
+    downstream: 'idempotent',
+    ...over,
+  };
+}
+async function row(key: IdempotencyKey) {
+  const r = await t.query(`select * from ${t.schema}.idempotency_ledger where key = $1`, [boundedKey(key)]);
+  return r.rows[0];
+}
+
+describe('claim', () => {
+  it('100 concurrent claims from separate connections: exactly one acquires', async () => {
+    const key = newKey();
+    const ledgers = Array.from({ length: 100 }, () => t.ledger({ poolSize: 1 }));
+    try {
+      // Open every connection first so the claims race for real.
+      await Promise.all(ledgers.map(async (l) => (await l.pool.connect()).release()));
+      const outcomes = await Promise.all(ledgers.map((l) => l.claim(claimOf(key))));
+      const kinds = outcomes.map((o) => o.kind);
+      expect(kinds.filter((k) => k === 'acquired')).toHaveLength(1);
+      expect(kinds.filter((k) => k === 'inProgress')).toHaveLength(99);
+      expect((await row(key)).epoch).toBe(1);
+    } finally {
+      await Promise.all(ledgers.map((l) => l.close()));
+    }
+  });
+
+  it('a completed key returns the recorded result with no new epoch and no write', async () => {
+    const key = newKey();
+    const a = await ledger.claim(claimOf(key));
+    expect(a.kind).toBe('acquired');
+    if (a.kind !== 'acquired') return;
+    const done = await ledger.complete(key, a.epoch, { assetId: 'as_1', n: 2 });
+    expect(done.result).toEqual({ assetId: 'as_1', n: 2 });
+    const before = await row(key);
+    const replay = await ledger.claim(claimOf(key));
+    expect(replay).toMatchObject({ kind: 'completed', epoch: 1, result: { assetId: 'as_1', n: 2 } });
+    const after = await row(key);
+    expect(after.updated_at.getTime()).toBe(before.updated_at.getTime());
+    expect(after.epoch).toBe(1);
+    // xmin changes on any write, a row lock included: the replay path wrote nothing.
+    const xmin = async () =>
+      (await t.query(`select xmin::text as x from ${t.schema}.idempotency_ledger where key = $1`, [boundedKey(key)]))
+        .rows[0].x;
+    const x1 = await xmin();
+    await ledger.claim(claimOf(key));
+    expect(await xmin()).toBe(x1);
+  });
+
+  it('refuses a changed fingerprint whether the row is locked, completed or failed', async () => {
+    const other = fingerprint('assets.create', { asset: 'b' });
+    const locked = newKey();
+    await ledger.claim(claimOf(locked));
+    expect((await ledger.claim(claimOf(locked, { fingerprint: other }))).kind).toBe('conflict');
+
+    const completed = newKey();
+    const c = await ledger.claim(claimOf(completed));
+    if (c.kind !== 'acquired') throw new Error('expected acquired');
+    await ledger.complete(completed, c.epoch, 'ok');
+    expect(await ledger.claim(claimOf(completed, { fingerprint: other }))).toMatchObject({
+      kind: 'conflict',
+      status: 'completed',
+    });
+
+    const failed = newKey();
+    const f = await ledger.claim(claimOf(failed));
+    if (f.kind !== 'acquired') throw new Error('expected acquired');
+    await ledger.fail(failed, f.epoch, { code: 'E_DECLINED', message: 'card declined' }, 'terminal');
+    expect(await ledger.claim(claimOf(failed, { fingerprint: other }))).toMatchObject({
+      kind: 'conflict',
+      status: 'failed',
+    });
+    expect(await ledger.claim(claimOf(failed))).toMatchObject({ kind: 'failed', error: { code: 'E_DECLINED' } });
+  });
+
+  it('retention boundary: just inside replays, just past is claimable again with epoch + 1', async () => {
+    const key = newKey();
+    const a = await ledger.claim(claimOf(key, { retentionMs: 60_000 }));
+    if (a.kind !== 'acquired') throw new Error('expected acquired');
+    await ledger.complete(key, a.epoch, { v: 1 });
+    const inside = t.ledger({ clockOffsetMs: 59_000 });
+    const past = t.ledger({ clockOffsetMs: 60_001 });
+    try {
+      expect((await inside.claim(claimOf(key))).kind).toBe('completed');
+      const again = await past.claim(claimOf(key));
+      expect(again).toMatchObject({ kind: 'acquired', epoch: 2, transition: 'reclaimed_after_expiry' });
+      // After expiry the key is a new operation record: even new input is accepted.
+      const other = newKey();
+      const o = await ledger.claim(claimOf(other));
+      if (o.kind !== 'acquired') throw new Error('expected acquired');
+      await ledger.complete(other, o.epoch, 1);
+      expect(
+        await past.claim(claimOf(other, { fingerprint: fingerprint('assets.create', { asset: 'z' }) })),
+      ).toMatchObject({ kind: 'acquired', epoch: 2 });
+    } finally {
+      await inside.close();
+      await past.close();
+    }
+  });
+
+  it('lease expiry: takeover with epoch + 1 (idempotent), old epoch fenced everywhere', async () => {
+    const key = newKey();
+    const first = await ledger.claim(claimOf(key, { leaseMs: 1_000 }));
+    if (first.kind !== 'acquired') throw new Error('expected acquired');
+    const live = await ledger.claim(claimOf(key));
+    expect(live).toMatchObject({ kind: 'inProgress' });
+    if (live.kind === 'inProgress') expect(live.retryAfterMs).toBeGreaterThan(0);
+    const later = t.ledger({ clockOffsetMs: 1_500 });
+    try {
+      const second = await later.claim(claimOf(key, { leaseMs: 30_000 }));
+      expect(second).toMatchObject({ kind: 'acquired', epoch: 2, transition: 'takeover' });
+      for (const stale of [
+        () => ledger.complete(key, 1, 'late'),
+        () => ledger.fail(key, 1, { code: 'X', message: 'x' }, 'terminal'),
+        () => ledger.heartbeat(key, 1, 1000),
+        () => ledger.release(key, 1),
+      ]) {
+        await expect(stale()).rejects.toMatchObject({ code: ERROR_CODES.staleEpoch, details: { currentEpoch: 2 } });
+      }
+      const r = await row(key);
+      expect(r).toMatchObject({ status: 'locked', epoch: 2, result: null });
+      expect(ledger.metrics.staleWrites).toBeGreaterThanOrEqual(4);
+      await later.complete(key, 2, 'winner');
+      expect((await row(key)).result).toBe('winner');
+    } finally {
+      await later.close();
+    }
+  });
+
+  it('lease expiry with downstream none: the record becomes unknown and is never claimed again', async () => {
+    const key = newKey();
+    const first = await ledger.claim(claimOf(key, { leaseMs: 1_000, downstream: 'none' }));
+    if (first.kind !== 'acquired') throw new Error('expected acquired');
+    const later = t.ledger({ clockOffsetMs: 1_500 });
+    try {
+      expect(await later.claim(claimOf(key, { downstream: 'none' }))).toMatchObject({
+        kind: 'unknown',
+        transitioned: true,
+        epoch: 2,
+        error: { code: 'IDEMPOTENCY_LEASE_EXPIRED' },
+      });
+      expect(await later.claim(claimOf(key, { downstream: 'none' }))).toMatchObject({
+        kind: 'unknown',
+        transitioned: false,
+      });
+      await expect(ledger.complete(key, 1, 'late')).rejects.toMatchObject({ code: ERROR_CODES.staleEpoch });
+      expect((await row(key)).status).toBe('unknown');
+    } finally {
+      await later.close();
+    }
+  });
+
+  it('heartbeat extends the lease of the current epoch', async () => {
+    const key = newKey();
+    const a = await ledger.claim(claimOf(key, { leaseMs: 1_000 }));
+    if (a.kind !== 'acquired') throw new Error('expected acquired');
+    const hb = await ledger.heartbeat(key, a.epoch, 20_000);
+    expect(hb.leaseExpiresAt.getTime()).toBeGreaterThan(a.leaseExpiresAt.getTime() + 15_000);
+    const later = t.ledger({ clockOffsetMs: 1_500 });
+    try {
+      expect((await later.claim(claimOf(key))).kind).toBe('inProgress');
+    } finally {
+      await later.close();
+    }
+  });
+});
+
+describe('release, retryable failure, invalidate, resolve', () => {
+  it('release and retryable failure make the key claimable with epoch + 1, same input only', async () => {
+    const key = newKey();
+    const a = await ledger.claim(claimOf(key));
+    if (a.kind !== 'acquired') throw new Error('expected acquired');
+    await ledger.fail(key, a.epoch, { code: 'ETIMEDOUT', message: 'timeout' }, 'retryable');
+    expect(await row(key)).toMatchObject({ status: 'released', retryable: true, error: { code: 'ETIMEDOUT' } });
+    expect((await ledger.claim(claimOf(key, { fingerprint: 'other' }))).kind).toBe('conflict');
+    const b = await ledger.claim(claimOf(key));
+    expect(b).toMatchObject({ kind: 'acquired', epoch: 2, transition: 'reclaimed' });
+    await ledger.release(key, 2);
+    expect(await ledger.claim(claimOf(key))).toMatchObject({ kind: 'acquired', epoch: 3 });
+  });
+
+  it('invalidate evicts a completed key, fences a holder, and allows new input', async () => {
+    const key = newKey();
+    const a = await ledger.claim(claimOf(key));
+    if (a.kind !== 'acquired') throw new Error('expected acquired');
+    await ledger.complete(key, a.epoch, 'first');
+    const inv = await ledger.invalidate(key);
+    expect(inv).toMatchObject({ previousStatus: 'completed', epoch: 2 });
+    const b = await ledger.claim(claimOf(key, { fingerprint: 'new-input' }));
+    expect(b).toMatchObject({ kind: 'acquired', epoch: 3, transition: 'reclaimed_after_invalidation' });
+    await ledger.invalidate(key);
+    await expect(ledger.complete(key, 3, 'late')).rejects.toMatchObject({ code: ERROR_CODES.staleEpoch });
+    await expect(ledger.invalidate(newKey())).rejects.toMatchObject({ code: ERROR_CODES.illegalTransition });
+  });
+
+  it('resolve settles only unknown records', async () => {
+    const key = newKey();
+    const a = await ledger.claim(claimOf(key, { downstream: 'none' }));
+    if (a.kind !== 'acquired') throw new Error('expected acquired');
+    await expect(ledger.resolve(key, { committed: false })).rejects.toMatchObject({
+      code: ERROR_CODES.illegalTransition,
+      details: { from: 'locked' },
+    });
+    await ledger.markUnknown(key, a.epoch, { code: 'ECONNRESET', message: 'socket hang up' });
+    await ledger.resolve(key, { committed: true, result: { chargeId: 'ch_1' } });
+    expect(await ledger.claim(claimOf(key))).toMatchObject({ kind: 'completed', result: { chargeId: 'ch_1' } });
+    await expect(ledger.resolve(key, { committed: false })).rejects.toMatchObject({ details: { from: 'completed' } });
+
+    const k2 = newKey();
+    const b = await ledger.claim(claimOf(k2));
+    if (b.kind !== 'acquired') throw new Error('expected acquired');
+    await ledger.markUnknown(k2, b.epoch, { code: 'E', message: 'e' });
+    await ledger.resolve(k2, { committed: false });
+    expect(await ledger.claim(claimOf(k2))).toMatchObject({ kind: 'acquired', transition: 'reclaimed' });
+  });
+
+  it('a second completion by the same epoch is an illegal transition, not a stale epoch', async () => {
+    const key = newKey();
+    const a = await ledger.claim(claimOf(key));
+    if (a.kind !== 'acquired') throw new Error('expected acquired');
+    await ledger.complete(key, a.epoch, 1);
+    await expect(ledger.complete(key, a.epoch, 2)).rejects.toMatchObject({ code: ERROR_CODES.illegalTransition });
+    expect((await row(key)).result).toBe(1);
+  });
+});
+
+describe('bad input', () => {
+  it.each([
+    ['empty namespace', { namespace: '', resourceKey: 'r', version: 'v1' }],
+    ['oversized resourceKey', { namespace: 'n', resourceKey: 'x'.repeat(513), version: 'v1' }],
+    ['non-string version', { namespace: 'n', resourceKey: 'r', version: 2 }],
+    ['control character', { namespace: 'n\u0000', resourceKey: 'r', version: 'v1' }],
+  ])('%s is refused with a clear error', async (_name, key) => {
+    await expect(ledger.claim(claimOf(key as IdempotencyKey))).rejects.toMatchObject({
+      code: ERROR_CODES.invalidKey,
+      name: 'InvalidIdempotencyKeyError',
+    });
+  });
+
+  it('non-JSON and oversized results are refused and the row is unchanged', async () => {
+    const key = newKey();
+    const a = await ledger.claim(claimOf(key));
+    if (a.kind !== 'acquired') throw new Error('expected acquired');
+    const before = await row(key);
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    for (const bad of [undefined, () => 1, 10n, Number.NaN, cyclic, new Map()]) {
+      await expect(ledger.complete(key, a.epoch, bad)).rejects.toMatchObject({ code: ERROR_CODES.serialization });
+    }
+    await expect(ledger.complete(key, a.epoch, { blob: 'x'.repeat(10 * 1024 * 1024) })).rejects.toMatchObject({
+      code: ERROR_CODES.tooLarge,
+      details: { limit: 1024 * 1024 },
+    });
+    expect(await row(key)).toEqual(before);
+  });
+
+  it('lease and retention must be positive whole milliseconds', async () => {
+    await expect(ledger.claim(claimOf(newKey(), { leaseMs: 0 }))).rejects.toMatchObject({ code: ERROR_CODES.config });
+    await expect(ledger.claim(claimOf(newKey(), { retentionMs: -1 }))).rejects.toMatchObject({
+      code: ERROR_CODES.config,
+    });
+  });
+});
+
+describe('sweep', () => {
+  it('deletes expired terminal rows in bounded batches and never locked or unknown rows', async () => {
+    const keys = Array.from({ length: 5 }, () => newKey());
+    for (const k of keys) {
+      const a = await ledger.claim(claimOf(k, { retentionMs: 1_000 }));
+      if (a.kind !== 'acquired') throw new Error('expected acquired');
+      await ledger.complete(k, a.epoch, 'x');
+    }
+    const locked = newKey();
+    await ledger.claim(claimOf(locked, { leaseMs: 1_000 }));
+    const unknown = newKey();
+    const u = await ledger.claim(claimOf(unknown));
+    if (u.kind !== 'acquired') throw new Error('expected acquired');
+    await ledger.markUnknown(unknown, u.epoch, { code: 'E', message: 'e' });
+    const future = t.ledger({ clockOffsetMs: 10 * 24 * 3600_000 });
+    try {
+      let total = 0;
+      for (;;) {
+        const n = await future.sweepExpired(2);
+        expect(n).toBeLessThanOrEqual(2);
+        total += n;
+        if (n === 0) break;
+      }
+      expect(total).toBeGreaterThanOrEqual(5);
+      for (const k of keys) expect(await row(k)).toBeUndefined();
+      expect((await row(locked)).status).toBe('locked');
+      expect((await row(unknown)).status).toBe('unknown');
+    } finally {
+      await future.close();
+    }
+  });
+});
