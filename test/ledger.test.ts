@@ -33,9 +33,11 @@ function claimOf(key: IdempotencyKey, over: Partial<ClaimOptions> = {}): ClaimOp
     ...over,
   };
 }
-async function row(key: IdempotencyKey) {
+// biome-ignore lint/suspicious/noExplicitAny: raw rows are inspected field by field
+type Row = Record<string, any>;
+async function row(key: IdempotencyKey): Promise<Row> {
   const r = await t.query(`select * from ${t.schema}.idempotency_ledger where key = $1`, [boundedKey(key)]);
-  return r.rows[0];
+  return r.rows[0] as Row;
 }
 
 describe('claim', () => {
@@ -68,10 +70,13 @@ describe('claim', () => {
     const after = await row(key);
     expect(after.updated_at.getTime()).toBe(before.updated_at.getTime());
     expect(after.epoch).toBe(1);
-    // xmin changes on any write, a row lock included: the replay path wrote nothing.
+    // xmin changes on any update and xmax on any row lock: the replay path wrote nothing.
     const xmin = async () =>
-      (await t.query(`select xmin::text as x from ${t.schema}.idempotency_ledger where key = $1`, [boundedKey(key)]))
-        .rows[0].x;
+      (
+        await t.query(`select xmin::text || '/' || xmax::text as x from ${t.schema}.idempotency_ledger where key = $1`, [
+          boundedKey(key),
+        ])
+      ).rows[0]?.x;
     const x1 = await xmin();
     await ledger.claim(claimOf(key));
     expect(await xmin()).toBe(x1);

@@ -1,0 +1,262 @@
+/**
+ * Ledger throughput: the library's claim/complete against a hand-written "naive" ledger, in one
+ * process and one sitting, on the same Postgres.
+ *
+ * - fresh pairs: claim + complete of a key never seen before (the first attempt of a job);
+ * - replay: claim of a key already completed (a retry or duplicate delivery, served from the ledger).
+ *
+ * Both variants run with the same pool size and the same number of operations in flight, on
+ * their own table in a throw-away schema, alternately over several rounds with new keys each
+ * round. Timings are noisy (a 2-core machine shared with Postgres), so only correctness is
+ * asserted; the numbers are reported, never checked.
+ *
+ * Run: `npm run bench:ledger` (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test).
+ * The last line of stdout is one JSON object with the medians.
+ */
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { migrate } from '../src/db/migrate.js';
+import { fingerprint } from '../src/fingerprint/fingerprint.js';
+import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
+import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+/**
+ * Connections per variant. The same for both so the comparison measures the statements, not the
+ * connection count. 20 keeps every connection busy with 50 operations in flight (the client-side
+ * queue never runs dry) while staying well below max_connections with both pools open at once;
+ * more connections than that only add context switches on a 2-core machine.
+ */
+const POOL_SIZE = 20;
+/** Operations in flight per variant (async loops pulling from a shared counter). */
+const CONCURRENCY = 50;
+const KEYS_PER_ROUND = 20_000;
+const ROUNDS = 3;
+/** Keys per variant run once before the rounds, to open connections and warm caches; not measured. */
+const WARMUP_KEYS = 1_000;
+const OPERATION = 'bench.ledger';
+const LEASE_MS = 60_000;
+const RETENTION_MS = 86_400_000;
+
+type VariantName = 'library' | 'naive';
+
+/** One unit of work: key `i` of a batch, with its fingerprint and the result its attempt records. */
+type Item = { key: IdempotencyKey; fp: string; result: { assetId: string } };
+
+type Variant = {
+  name: VariantName;
+  /** Claims a fresh key and completes it; throws unless the claim acquired it. */
+  fresh(item: Item): Promise<void>;
+  /** Claims an already-completed key; throws unless it replays the recorded result. */
+  replay(item: Item): Promise<void>;
+};
+
+type Path = 'pairs' | 'replay';
+
+function item(batch: string, i: number): Item {
+  const key = { namespace: 'bench/ledger', resourceKey: `${batch}:${i}`, version: 'v1' };
+  return { key, fp: fingerprint(OPERATION, { batch, i }), result: { assetId: `asset-${batch}-${i}` } };
+}
+
+function libraryVariant(ledger: PostgresLedger): Variant {
+  const claimOf = ({ key, fp }: Item) => ({
+    key,
+    operation: OPERATION,
+    fingerprint: fp,
+    leaseMs: LEASE_MS,
+    retentionMs: RETENTION_MS,
+    downstream: 'idempotent' as const,
+  });
+  return {
+    name: 'library',
+    async fresh(it) {
+      const claim = await ledger.claim(claimOf(it));
+      if (claim.kind !== 'acquired') throw new Error(`library: fresh claim of ${boundedKey(it.key)} got ${claim.kind}`);
+      await ledger.complete(claim.key, claim.epoch, it.result);
+    },
+    async replay(it) {
+      const claim = await ledger.claim(claimOf(it));
+      if (claim.kind !== 'completed') throw new Error(`library: replay of ${boundedKey(it.key)} got ${claim.kind}`);
+      const assetId = (claim.result as { assetId?: unknown } | null)?.assetId;
+      if (assetId !== it.result.assetId) throw new Error(`library: replay of ${boundedKey(it.key)} got ${assetId}`);
+    },
+  };
+}
+
+/** The ledger as users write it by hand: unprepared statements, insert-or-nothing, then a second statement. */
+function naiveStatements(table: string) {
+  return {
+    create: `create table ${table} (key text primary key, fingerprint text, status text, epoch int, result jsonb,
+  lease_expires_at timestamptz, updated_at timestamptz)`,
+    claim: `insert into ${table} (key, fingerprint, status, epoch, lease_expires_at, updated_at)
+values ($1, $2, 'locked', 1, now() + $3 * interval '1 millisecond', now())
+on conflict (key) do nothing returning epoch`,
+    complete: `update ${table} set status = 'completed', result = $2, lease_expires_at = null, updated_at = now()
+where key = $1 and epoch = $3`,
+    read: `select status, result, fingerprint from ${table} where key = $1`,
+  };
+}
+
+function naiveVariant(pool: pg.Pool, sql: ReturnType<typeof naiveStatements>): Variant {
+  return {
+    name: 'naive',
+    async fresh(it) {
+      const key = boundedKey(it.key);
+      const claimed = await pool.query<{ epoch: number }>(sql.claim, [key, it.fp, LEASE_MS]);
+      const row = claimed.rows[0];
+      if (!row) throw new Error(`naive: fresh claim of ${key} found an existing row`);
+      const done = await pool.query(sql.complete, [key, JSON.stringify(it.result), row.epoch]);
+      if (done.rowCount !== 1) throw new Error(`naive: completion of ${key} updated ${done.rowCount} rows`);
+    },
+    async replay(it) {
+      const key = boundedKey(it.key);
+      const claimed = await pool.query(sql.claim, [key, it.fp, LEASE_MS]);
+      if (claimed.rows.length > 0) throw new Error(`naive: replay of ${key} inserted a row`);
+      const read = await pool.query<{ status: string; result: { assetId?: unknown } | null; fingerprint: string }>(
+        sql.read,
+        [key],
+      );
+      const row = read.rows[0];
+      if (row?.status !== 'completed' || row.fingerprint !== it.fp || row.result?.assetId !== it.result.assetId) {
+        throw new Error(`naive: replay of ${key} found ${JSON.stringify(row)}`);
+      }
+    },
+  };
+}
+
+/**
+ * Runs `op` for items 0..count-1 with `concurrency` loops pulling from a shared counter.
+ * Returns operations per second. After the first error the loops stop pulling, and it is rethrown
+ * once every loop has finished (so nothing is left running against a schema about to be dropped).
+ */
+async function drive(count: number, concurrency: number, op: (i: number) => Promise<void>): Promise<number> {
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const loop = async () => {
+    while (!failure && next < count) {
+      const i = next++;
+      try {
+        await op(i);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, loop));
+  const seconds = (performance.now() - started) / 1000;
+  if (failure) throw failure.error;
+  return count / seconds;
+}
+
+/** Fresh pairs, then replays of the same keys. Items are built inside the timed loop, alike for both variants. */
+async function runVariant(variant: Variant, batch: string, count: number): Promise<Record<Path, number>> {
+  const pairs = await drive(count, CONCURRENCY, (i) => variant.fresh(item(batch, i)));
+  const replay = await drive(count, CONCURRENCY, (i) => variant.replay(item(batch, i)));
+  return { pairs, replay };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+
+function printTable(results: Record<VariantName, Record<Path, number[]>>): void {
+  const rounds = Array.from({ length: ROUNDS }, (_, r) => `round ${r + 1}`);
+  const header = ['variant', ...rounds, 'median'];
+  const rows: string[][] = [];
+  for (const path of ['pairs', 'replay'] as const) {
+    for (const name of ['library', 'naive'] as const) {
+      const series = results[name][path];
+      rows.push([`${name} ${path}/s`, ...series.map((v) => String(Math.round(v))), String(Math.round(median(series)))]);
+    }
+    const ratios = results.library[path].map((v, r) => ratio(v, results.naive[path][r]!));
+    const medianRatio = ratio(median(results.library[path]), median(results.naive[path]));
+    rows.push([`${path} library/naive`, ...ratios.map((v) => `${v.toFixed(2)}x`), `${medianRatio.toFixed(2)}x`]);
+  }
+  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((row) => row[c]!.length)));
+  const line = (cells: string[]) =>
+    cells.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
+  console.log(line(header));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const row of rows) console.log(line(row));
+}
+
+async function main(): Promise<void> {
+  const schema = `bench_ledger_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: DATABASE_URL });
+  await admin.connect();
+  let ledger: PostgresLedger | undefined;
+  let naivePool: pg.Pool | undefined;
+  try {
+    await migrate({ connectionString: DATABASE_URL, schema });
+    const sql = naiveStatements(`${schema}.naive_ledger`);
+    await admin.query(sql.create);
+    ledger = new PostgresLedger({ connectionString: DATABASE_URL, schema, poolSize: POOL_SIZE });
+    naivePool = new pg.Pool({ connectionString: DATABASE_URL, max: POOL_SIZE });
+    const variants: Record<VariantName, Variant> = {
+      library: libraryVariant(ledger),
+      naive: naiveVariant(naivePool, sql),
+    };
+    console.error(
+      `bench ledger: schema ${schema}, ${KEYS_PER_ROUND} keys x ${ROUNDS} rounds, pool ${POOL_SIZE}, ${CONCURRENCY} in flight`,
+    );
+    for (const variant of Object.values(variants)) await runVariant(variant, 'warmup', WARMUP_KEYS);
+
+    const results: Record<VariantName, Record<Path, number[]>> = {
+      library: { pairs: [], replay: [] },
+      naive: { pairs: [], replay: [] },
+    };
+    for (let round = 0; round < ROUNDS; round++) {
+      // Alternate which variant goes first, so neither always runs on the warmer (or fuller) table.
+      const order: VariantName[] = round % 2 === 0 ? ['library', 'naive'] : ['naive', 'library'];
+      for (const name of order) {
+        const { pairs, replay } = await runVariant(variants[name], `r${round + 1}`, KEYS_PER_ROUND);
+        results[name].pairs.push(pairs);
+        results[name].replay.push(replay);
+        console.error(
+          `  round ${round + 1} ${name.padEnd(7)} pairs ${Math.round(pairs)}/s, replay ${Math.round(replay)}/s`,
+        );
+      }
+    }
+
+    printTable(results);
+    const m = (name: VariantName, path: Path) => median(results[name][path]);
+    console.log(
+      JSON.stringify({
+        bench: 'ledger',
+        pairs_per_s: Math.round(m('library', 'pairs')),
+        replay_per_s: Math.round(m('library', 'replay')),
+        naive_pairs_per_s: Math.round(m('naive', 'pairs')),
+        naive_replay_per_s: Math.round(m('naive', 'replay')),
+        pairs_vs_naive: ratio(m('library', 'pairs'), m('naive', 'pairs')),
+        replay_vs_naive: ratio(m('library', 'replay'), m('naive', 'replay')),
+      }),
+    );
+  } finally {
+    // Each step runs even when an earlier one fails: the schema must go whatever happened.
+    const steps: [string, () => Promise<unknown> | undefined][] = [
+      ['close the ledger', () => ledger?.close()],
+      ['end the naive pool', () => naivePool?.end()],
+      [`drop schema ${schema}`, () => admin.query(`drop schema if exists ${schema} cascade`)],
+      ['end the admin connection', () => admin.end()],
+    ];
+    for (const [what, step] of steps) {
+      try {
+        await step();
+      } catch (error) {
+        console.error(`bench ledger: could not ${what}:`, error);
+        process.exitCode = 1;
+      }
+    }
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});

@@ -1,0 +1,146 @@
+import type { Queue } from 'bullmq';
+import type { z } from 'zod';
+import { IdempotencyConfigError, InvalidInputError, MissingIdempotencyKeyError } from '../errors/errors.js';
+import { fingerprint } from '../fingerprint/fingerprint.js';
+import { type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
+import type { Downstream } from '../ledger/types.js';
+import { type EnqueueOptions, type EnqueueResult, enqueue, enqueueBulk } from '../producer/enqueue.js';
+import { type Duration, toMs } from './duration.js';
+import type { RetryWindowOptions } from './retry-window.js';
+
+/** What a reconcile hook found out about an earlier attempt whose outcome is ambiguous. */
+export type ReconcileOutcome = { committed: true; result: unknown } | { committed: false } | { committed: 'unknown' };
+
+/** What a reconcile hook gets: the input and the key to look the outcome up by. */
+export type ReconcileContext<I> = {
+  input: I;
+  key: IdempotencyKey;
+  /** The bounded key string sent downstream on every attempt. */
+  idempotencyKey: string;
+  signal: AbortSignal;
+};
+
+/**
+ * The declaration of one side-effecting operation.
+ *
+ * @example
+ * const createAsset = defineOperation({
+ *   name: 'assets.create', namespace: 'acme/assets.create', version: 'v1',
+ *   input: z.object({ taskId: z.string(), asset: z.string(), traceId: z.string().optional() }),
+ *   effect: (i) => ({ asset: i.asset }),          // traceId stays out of the fingerprint
+ *   resourceKey: (i) => `task:${i.taskId}`,
+ *   retention: '24h', lease: '10s', downstream: 'idempotent',
+ * });
+ */
+export type OperationDefinition<S extends z.ZodType, R = unknown> = {
+  /** Operation name, e.g. `assets.create`; part of the fingerprint. */
+  name: string;
+  /** Key namespace: action type and tenant, e.g. `acme/assets.create`, or a function of the input. */
+  namespace: string | ((input: z.output<S>) => string);
+  /** Policy version; part of the key, so a changed policy never replays an old result. */
+  version: string;
+  /** zod schema of the job input; validated on enqueue and on every attempt. */
+  input: S;
+  /** Picks the effect-bearing fields (amount, recipient, asset...) that form the fingerprint. */
+  effect: (input: z.output<S>) => unknown;
+  /** Derives the resource key from the input, for jobs enqueued without the producer helper. */
+  resourceKey?: (input: z.output<S>) => string | undefined;
+  /** How long a completed or failed record replays. Must cover the longest retry path. */
+  retention: Duration;
+  /** Ledger lease per attempt, renewed while the processor runs; shorter than the worker's lockDuration. */
+  lease: Duration;
+  /** How the downstream behaves on a repeat; decides what a crashed attempt means. */
+  downstream: Downstream;
+  /** Looks up the outcome of an ambiguous attempt; required when `downstream` is `'reconcile'`. */
+  reconcile?: (ctx: ReconcileContext<z.output<S>>) => Promise<ReconcileOutcome>;
+  /** zod schema of the result; checked before it is recorded. */
+  result?: z.ZodType<R>;
+  /** Extra parts of the retry window: a custom backoff's longest delay, an operator replay window. */
+  retryWindow?: { customBackoffMax?: Duration; operatorReplay?: Duration };
+};
+
+/** A defined operation: validation, key and fingerprint, and the producer helpers. */
+export type Operation<S extends z.ZodType = z.ZodType, R = unknown> = {
+  readonly name: string;
+  readonly version: string;
+  readonly downstream: Downstream;
+  readonly leaseMs: number;
+  readonly retentionMs: number;
+  readonly retryWindow: RetryWindowOptions;
+  readonly definition: OperationDefinition<S, R>;
+  /** Validates raw input; throws {@link InvalidInputError}. */
+  parseInput(raw: unknown): z.output<S>;
+  /** The key for this input: the explicit resource key, else `resourceKey(input)`; throws {@link MissingIdempotencyKeyError}. */
+  keyFor(input: z.output<S>, resourceKey?: string): IdempotencyKey;
+  /** Fingerprint of the effect-bearing fields. */
+  fingerprintOf(input: z.output<S>): string;
+  /** Checks a result against the result schema and returns what will be recorded. */
+  parseResult(value: unknown): R;
+  /** Enqueues one job with its key made now, before the first attempt. */
+  enqueue(queue: Queue, input: z.input<S>, options?: EnqueueOptions): Promise<EnqueueResult>;
+  /** Enqueues many jobs in one round trip. */
+  enqueueBulk(queue: Queue, items: { input: z.input<S>; options?: EnqueueOptions }[]): Promise<EnqueueResult[]>;
+};
+
+/** Declares a side-effecting operation. Validates the declaration at once. */
+export function defineOperation<S extends z.ZodType, R = unknown>(def: OperationDefinition<S, R>): Operation<S, R> {
+  if (!def.name || typeof def.name !== 'string') {
+    throw new IdempotencyConfigError('Operation name is required', { option: 'name' });
+  }
+  const leaseMs = toMs(def.lease, 'lease');
+  const retentionMs = toMs(def.retention, 'retention');
+  if (!['idempotent', 'reconcile', 'none'].includes(def.downstream)) {
+    throw new IdempotencyConfigError(`downstream must be 'idempotent', 'reconcile' or 'none'`, { option: 'downstream' });
+  }
+  if (def.downstream === 'reconcile' && !def.reconcile) {
+    throw new IdempotencyConfigError(`Operation ${def.name}: downstream 'reconcile' needs a reconcile hook`, {
+      option: 'reconcile',
+    });
+  }
+  const retryWindow: RetryWindowOptions = {};
+  if (def.retryWindow?.customBackoffMax !== undefined) {
+    retryWindow.customBackoffMaxMs = toMs(def.retryWindow.customBackoffMax, 'retryWindow.customBackoffMax');
+  }
+  if (def.retryWindow?.operatorReplay !== undefined) {
+    retryWindow.operatorReplayMs = toMs(def.retryWindow.operatorReplay, 'retryWindow.operatorReplay');
+  }
+  // Validate the version once, through the key schema, so a bad version fails at definition.
+  parseIdempotencyKey({ namespace: 'n', resourceKey: 'r', version: def.version });
+
+  const op: Operation<S, R> = {
+    name: def.name,
+    version: def.version,
+    downstream: def.downstream,
+    leaseMs,
+    retentionMs,
+    retryWindow,
+    definition: def,
+    parseInput(raw) {
+      const parsed = def.input.safeParse(raw);
+      if (!parsed.success) throw new InvalidInputError(`input of ${def.name}`, zodIssues(parsed.error));
+      return parsed.data;
+    },
+    keyFor(input, resourceKey) {
+      const rk = resourceKey ?? def.resourceKey?.(input);
+      if (rk === undefined || rk === '') throw new MissingIdempotencyKeyError({ operation: def.name });
+      const namespace = typeof def.namespace === 'function' ? def.namespace(input) : def.namespace;
+      return parseIdempotencyKey({ namespace, resourceKey: rk, version: def.version });
+    },
+    fingerprintOf(input) {
+      return fingerprint(def.name, def.effect(input));
+    },
+    parseResult(value) {
+      if (!def.result) return value as R;
+      const parsed = def.result.safeParse(value);
+      if (!parsed.success) throw new InvalidInputError(`result of ${def.name}`, zodIssues(parsed.error));
+      return parsed.data;
+    },
+    enqueue: (queue, input, options) => enqueue(op, queue, input, options),
+    enqueueBulk: (queue, items) => enqueueBulk(op, queue, items),
+  };
+  return op;
+}
+
+export function zodIssues(error: z.ZodError): { path: string; message: string }[] {
+  return error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
+}

@@ -1,0 +1,387 @@
+import { hostname } from 'node:os';
+import { DelayedError, type Job } from 'bullmq';
+import type { Kysely, Transaction } from 'kysely';
+import {
+  IdempotencyConflictError,
+  IdempotencyConfigError,
+  IllegalTransitionError,
+  RecordedFailureError,
+  StaleEpochError,
+  UnknownOutcomeError,
+} from '../errors/errors.js';
+import { IdempotencyError, isIdempotencyError } from '../errors/idempotency-error.js';
+import { fingerprint } from '../fingerprint/fingerprint.js';
+import { boundedKey, type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
+import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import type { ClaimOutcome, RecordedError } from '../ledger/types.js';
+import type { Operation } from '../operation/define-operation.js';
+import { assertRetentionCovers, BULLMQ_DEFAULTS, retryWindowMs } from '../operation/retry-window.js';
+import { bullmqSignal, unrecoverable } from './bullmq-signals.js';
+import { classifyError, type ErrorClass } from './classify.js';
+import { LeaseKeeper } from './lease-keeper.js';
+import { resolveJob } from './resolve-job.js';
+import type {
+  ProcessorContext,
+  StepContext,
+  WithIdempotencyOptions,
+  WrapperEvent,
+  WrapperEventType,
+} from './types.js';
+
+/** The processor a user writes: the validated input and a context holding the lease. */
+export type IdempotentProcessor<I, R, DB = unknown> = (input: I, ctx: ProcessorContext<DB>) => Promise<R>;
+
+type Attempt = {
+  job: Job;
+  token: string | undefined;
+  key: IdempotencyKey;
+  k: string;
+  taskId: string | undefined;
+  facts: { attemptsMade: number; attemptsStarted: number; stalledCounter: number };
+};
+
+/**
+ * The per-attempt state machine behind withIdempotency(): parse → key + fingerprint → claim →
+ * run, replay, refuse or wait. Talks to the ledger, never writes SQL itself.
+ */
+export class AttemptRunner<I, R, DB> {
+  private readonly owner: string;
+  private readonly db: Kysely<DB>;
+
+  constructor(
+    private readonly op: Operation,
+    private readonly processor: IdempotentProcessor<I, R, DB>,
+    private readonly deps: WithIdempotencyOptions<DB>,
+  ) {
+    this.owner = deps.owner ?? `${hostname()}:${process.pid}`;
+    this.db = (deps.db ?? deps.ledger.db) as Kysely<DB>;
+    const lockDuration = deps.worker?.lockDuration ?? BULLMQ_DEFAULTS.lockDuration;
+    if (op.leaseMs >= lockDuration) {
+      throw new IdempotencyConfigError(
+        `Operation ${op.name}: lease ${op.leaseMs} ms must be shorter than the worker's lockDuration ${lockDuration} ms, so a crashed attempt's lease has expired when BullMQ redelivers the job`,
+        { option: 'lease', leaseMs: op.leaseMs, lockDuration },
+      );
+    }
+    if (deps.jobOptions) {
+      assertRetentionCovers(op.name, op.retentionMs, retryWindowMs(deps.jobOptions, deps.worker, op.retryWindow));
+    }
+  }
+
+  async run(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<unknown> {
+    const facts = {
+      attemptsMade: job.attemptsMade ?? 0,
+      attemptsStarted: job.attemptsStarted ?? 0,
+      stalledCounter: job.stalledCounter ?? 0,
+    };
+    let input: I;
+    let a: Attempt;
+    let fp: string;
+    try {
+      const resolved = resolveJob(this.op, job);
+      input = resolved.input as I;
+      a = { job, token, key: resolved.key, k: boundedKey(resolved.key), taskId: resolved.taskId, facts };
+      assertRetentionCovers(this.op.name, this.op.retentionMs, retryWindowMs(job.opts ?? {}, this.deps.worker, this.op.retryWindow));
+      fp = this.op.fingerprintOf(input);
+    } catch (err) {
+      if (!isIdempotencyError(err)) throw err;
+      const type: WrapperEventType = err.code === 'IDEMPOTENCY_MISSING_KEY' ? 'missing_key' : 'invalid_input';
+      this.emit({ job, facts }, type, 'deny', { reasonCode: err.code });
+      this.deps.logger?.warn({ jobId: job.id, code: err.code, err: err.message }, 'job refused before any side effect');
+      throw unrecoverable(err);
+    }
+
+    const claim = await this.deps.ledger.claim({
+      key: a.key,
+      operation: this.op.name,
+      fingerprint: fp,
+      leaseMs: this.op.leaseMs,
+      retentionMs: this.op.retentionMs,
+      downstream: this.op.downstream,
+      owner: this.owner,
+      ...(job.id ? { jobId: job.id } : {}),
+      queue: job.queueName,
+      ...(a.taskId ? { taskId: a.taskId } : {}),
+    });
+    switch (claim.kind) {
+      case 'acquired':
+        this.emit(a, claim.transition === 'takeover' ? 'takeover' : 'claimed', 'allow', { epoch: claim.epoch, at: claim.at });
+        return this.execute(a, input, fp, claim, signal);
+      case 'completed':
+        this.emit(a, 'replayed', 'allow', { epoch: claim.epoch, at: claim.at });
+        return claim.result;
+      case 'conflict': {
+        this.emit(a, 'conflict', 'deny', { reasonCode: 'IDEMPOTENCY_CONFLICT', at: claim.at });
+        const { kind: _k, at: _at, ...details } = claim;
+        throw unrecoverable(new IdempotencyConflictError(details));
+      }
+      case 'inProgress': {
+        this.emit(a, 'in_progress', 'deny', { reasonCode: 'IDEMPOTENCY_IN_PROGRESS', epoch: claim.epoch, at: claim.at });
+        // Wait without using an attempt, at most one lease: the holder finishes, or its lease lapses.
+        const waitMs = Math.min(this.op.leaseMs, Math.max(50, claim.retryAfterMs)) + Math.floor(Math.random() * 50);
+        if (!token) throw new IdempotencyError('IDEMPOTENCY_IN_PROGRESS', `Operation ${a.k} is in progress`, { key: a.k });
+        await job.moveToDelayed(Date.now() + waitMs, token);
+        throw new DelayedError();
+      }
+      case 'failed':
+        this.emit(a, 'failed', 'deny', { reasonCode: claim.error.code, epoch: claim.epoch, at: claim.at });
+        throw unrecoverable(new RecordedFailureError({ key: a.k, error: claim.error }));
+      case 'unknown':
+        this.emit(a, 'unknown', 'pending_confirmation', {
+          reasonCode: claim.error?.code ?? 'IDEMPOTENCY_UNKNOWN_OUTCOME',
+          epoch: claim.epoch,
+          at: claim.at,
+        });
+        throw unrecoverable(new UnknownOutcomeError({ key: a.k, epoch: claim.epoch }));
+    }
+  }
+
+  /** Runs the processor while holding the lease, then records the outcome under the epoch. */
+  private async execute(
+    a: Attempt,
+    input: I,
+    fp: string,
+    claim: Extract<ClaimOutcome, { kind: 'acquired' }>,
+    outer: AbortSignal | undefined,
+  ): Promise<unknown> {
+    const { ledger } = this.deps;
+    const epoch = claim.epoch;
+    const keeper = new LeaseKeeper(ledger, a.k, epoch, this.op.leaseMs, claim.leaseExpiresAt, a.job, a.token, outer);
+    try {
+      if (claim.transition === 'takeover' && this.op.downstream === 'reconcile') {
+        const settled = await this.reconcile(a, input, epoch, keeper.signal);
+        if (settled) return settled.result;
+      }
+      let recorded: { result: unknown } | undefined;
+      const ctx: ProcessorContext<DB> = {
+        idempotencyKey: a.k,
+        key: a.key,
+        epoch,
+        takeover: claim.transition === 'takeover',
+        ...a.facts,
+        taskId: a.taskId,
+        signal: keeper.signal,
+        job: a.job,
+        token: a.token,
+        tx: async <T>(fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> => {
+          if (recorded) throw new IllegalTransitionError({ key: a.k, from: 'completed', action: 'open a second ctx.tx' });
+          return this.db.transaction().execute(async (trx) => {
+            const value = await fn(trx);
+            const done = await ledger.complete(a.k, epoch, this.op.parseResult(value), trx as unknown as Kysely<unknown>);
+            recorded = done;
+            return done.result as T;
+          });
+        },
+        step: (name, fn) => this.step(a, fp, name, keeper.signal, fn),
+        audit: (d) =>
+          this.emit(a, 'decision', d.decision, {
+            epoch,
+            ...(d.reasonCode ? { reasonCode: d.reasonCode } : {}),
+            details: { action: d.action, resourceType: d.resourceType, resourceId: d.resourceId, ...d.details },
+          }),
+      };
+      let value: R;
+      try {
+        value = await this.processor(input, ctx);
+      } catch (err) {
+        if (recorded) return recorded.result; // ctx.tx committed; a later error changes nothing recorded
+        return await this.onProcessorError(a, input, epoch, err, keeper.signal);
+      }
+      if (recorded) return recorded.result;
+      return await this.record(a, epoch, value);
+    } finally {
+      keeper.stop();
+    }
+  }
+
+  private async record(a: Attempt, epoch: number, value: unknown): Promise<unknown> {
+    const { ledger } = this.deps;
+    try {
+      const done = await ledger.complete(a.k, epoch, this.op.parseResult(value));
+      this.emit(a, 'completed', 'allow', { epoch, at: done.at });
+      return done.result;
+    } catch (err) {
+      if (err instanceof StaleEpochError) {
+        // The side effect ran but another attempt holds the key now: report, never drop silently.
+        this.emit(a, 'stale_completion', 'deny', { epoch, reasonCode: err.code });
+        this.deps.logger?.error({ key: a.k, epoch, currentEpoch: err.details.currentEpoch }, 'completion rejected: stale epoch');
+        throw err; // retryable: the next attempt replays whatever the current holder records
+      }
+      if (isIdempotencyError(err)) {
+        // The effect has run but its result cannot be recorded (not JSON, too large, fails the
+        // result schema): running it again would double it, so the outcome needs an operator.
+        await this.markUnknown(a, epoch, { code: err.code, message: err.message });
+        throw unrecoverable(err);
+      }
+      throw err;
+    }
+  }
+
+  /** Classifies a processor error into a ledger outcome, then lets BullMQ act on it. */
+  private async onProcessorError(a: Attempt, input: I, epoch: number, err: unknown, signal: AbortSignal): Promise<unknown> {
+    const cls = classifyError(err, this.op.downstream);
+    try {
+      if (cls === 'reconcile') {
+        const settled = await this.reconcile(a, input, epoch, signal);
+        if (settled) return settled.result;
+        await this.recordError(a, epoch, err, 'retryable'); // not committed: BullMQ retries
+        throw err;
+      }
+      await this.recordError(a, epoch, err, cls);
+    } catch (thrown) {
+      if (thrown instanceof StaleEpochError) {
+        this.emit(a, 'stale_completion', 'deny', { epoch, reasonCode: thrown.code });
+        throw err; // fenced: another attempt owns the key; BullMQ retries and replays its outcome
+      }
+      throw thrown;
+    }
+    if (cls === 'wait' || cls === 'retryable') throw err;
+    if (cls === 'terminal') {
+      throw bullmqSignal(err) === 'unrecoverable' ? err : unrecoverable(asIdempotencyError(err, toRecordedError(err)));
+    }
+    throw unrecoverable(err instanceof UnknownOutcomeError ? err : new UnknownOutcomeError({ key: a.k, epoch }));
+  }
+
+  /** Writes what an error means to the ledger row of an attempt or a step. */
+  private async recordError(a: Attempt, epoch: number, err: unknown, cls: Exclude<ErrorClass, 'reconcile'>): Promise<void> {
+    const { ledger } = this.deps;
+    const error = toRecordedError(err);
+    if (cls === 'unknown') return this.markUnknown(a, epoch, error);
+    const at =
+      cls === 'wait'
+        ? (await ledger.release(a.k, epoch)).at
+        : (await ledger.fail(a.k, epoch, error, cls === 'terminal' ? 'terminal' : 'retryable')).at;
+    this.emit(a, cls === 'terminal' ? 'failed' : 'released', cls === 'terminal' ? 'deny' : 'allow', {
+      epoch,
+      at,
+      reasonCode: error.code,
+    });
+  }
+
+  /**
+   * Asks the reconcile hook what an ambiguous attempt did. Committed: records the result found.
+   * Not committed: releases the key (returns undefined). Cannot tell: marks unknown and throws.
+   */
+  private async reconcile(a: Attempt, input: I, epoch: number, signal: AbortSignal): Promise<{ result: unknown } | undefined> {
+    const hook = this.op.definition.reconcile;
+    if (!hook) return undefined;
+    const found = await hook({ input, key: a.key, idempotencyKey: a.k, signal });
+    if (found.committed === true) {
+      const done = await this.deps.ledger.complete(a.k, epoch, this.op.parseResult(found.result));
+      this.emit(a, 'reconciled', 'allow', { epoch, at: done.at, reasonCode: 'RECONCILED_COMMITTED' });
+      return { result: done.result };
+    }
+    if (found.committed === false) {
+      this.emit(a, 'reconciled', 'allow', { epoch, reasonCode: 'RECONCILED_NOT_COMMITTED' });
+      return undefined;
+    }
+    await this.markUnknown(a, epoch, { code: 'IDEMPOTENCY_UNKNOWN_OUTCOME', message: 'reconcile could not tell' });
+    throw unrecoverable(new UnknownOutcomeError({ key: a.k, epoch }));
+  }
+
+  private async markUnknown(a: Attempt, epoch: number, error: RecordedError): Promise<void> {
+    const at = (await this.deps.ledger.markUnknown(a.k, epoch, error)).at;
+    this.emit(a, 'unknown', 'pending_confirmation', { epoch, at, reasonCode: error.code });
+  }
+
+  /** One ledger row per step, keyed from the operation key: a resumed job skips finished steps. */
+  private async step<T>(a: Attempt, fp: string, name: string, signal: AbortSignal, fn: (s: StepContext) => Promise<T>): Promise<T> {
+    const { ledger } = this.deps;
+    const key = parseIdempotencyKey({ ...a.key, resourceKey: `${a.key.resourceKey}#step=${name}` });
+    const k = boundedKey(key);
+    const stepFp = fingerprint(`${this.op.name}#${name}`, fp);
+    const deadline = Date.now() + 3 * this.op.leaseMs;
+    for (;;) {
+      const claim = await ledger.claim({
+        key,
+        operation: `${this.op.name}#${name}`,
+        fingerprint: stepFp,
+        leaseMs: this.op.leaseMs,
+        retentionMs: this.op.retentionMs,
+        downstream: this.op.downstream,
+        owner: this.owner,
+        ...(a.job.id ? { jobId: a.job.id } : {}),
+        queue: a.job.queueName,
+        ...(a.taskId ? { taskId: a.taskId } : {}),
+        stepId: name,
+      });
+      const s = { ...a, key, k };
+      switch (claim.kind) {
+        case 'completed':
+          this.emit(s, 'replayed', 'allow', { epoch: claim.epoch, at: claim.at, stepId: name });
+          return claim.result as T;
+        case 'acquired': {
+          this.emit(s, claim.transition === 'takeover' ? 'takeover' : 'claimed', 'allow', { epoch: claim.epoch, at: claim.at, stepId: name });
+          const keeper = new LeaseKeeper(ledger, k, claim.epoch, this.op.leaseMs, claim.leaseExpiresAt, undefined, undefined, signal);
+          try {
+            let value: T;
+            try {
+              value = await fn({ idempotencyKey: k, key, epoch: claim.epoch, signal: keeper.signal });
+            } catch (err) {
+              // Record the step's own outcome (a step has no reconcile hook: ambiguous means
+              // unknown), then hand the parent an error that it classifies the same way.
+              const cls = classifyError(err, this.op.downstream);
+              const stepClass = cls === 'reconcile' ? 'unknown' : cls;
+              await this.recordError(s, claim.epoch, err, stepClass);
+              throw stepClass === 'unknown' && !(err instanceof UnknownOutcomeError)
+                ? new UnknownOutcomeError({ key: k, epoch: claim.epoch })
+                : err;
+            }
+            const done = await ledger.complete(k, claim.epoch, value);
+            this.emit(s, 'completed', 'allow', { epoch: claim.epoch, at: done.at, stepId: name });
+            return done.result as T;
+          } finally {
+            keeper.stop();
+          }
+        }
+        case 'inProgress':
+          // A crashed attempt's step lease has not run out yet: wait for it, bounded.
+          if (Date.now() > deadline) throw new UnknownOutcomeError({ key: k, epoch: claim.epoch });
+          await new Promise((r) => setTimeout(r, Math.min(this.op.leaseMs, Math.max(25, claim.retryAfterMs))));
+          continue;
+        case 'failed':
+          throw new RecordedFailureError({ key: k, error: claim.error });
+        case 'conflict': {
+          const { kind: _k, at: _at, ...details } = claim;
+          throw new IdempotencyConflictError(details);
+        }
+        case 'unknown':
+          throw new UnknownOutcomeError({ key: k, epoch: claim.epoch });
+      }
+    }
+  }
+
+  private emit(
+    a: Pick<Attempt, 'job' | 'facts'> & Partial<Attempt>,
+    type: WrapperEventType,
+    decision: WrapperEvent['decision'],
+    extra: Partial<WrapperEvent> = {},
+  ): void {
+    const sink = this.deps.audit;
+    if (!sink) return;
+    sink.emit({
+      type,
+      operation: this.op.name,
+      decision,
+      ...(a.k ? { key: a.k } : {}),
+      ...(a.job.id ? { jobId: a.job.id } : {}),
+      queue: a.job.queueName,
+      ...(a.taskId ? { taskId: a.taskId } : {}),
+      ...a.facts,
+      ...extra,
+    });
+  }
+}
+
+function asIdempotencyError(err: unknown, error: RecordedError): IdempotencyError {
+  if (err instanceof IdempotencyError) return err;
+  return new IdempotencyError('IDEMPOTENCY_RECORDED_FAILURE', `${error.code}: ${error.message}`, { error });
+}
+
+/** A thrown value as the ledger records it: a code and a bounded message, never a stack. */
+export function toRecordedError(err: unknown): RecordedError {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    return { code: typeof code === 'string' && code ? code : err.name || 'Error', message: err.message, name: err.name };
+  }
+  return { code: 'NON_ERROR_THROWN', message: String(err) };
+}

@@ -1,0 +1,89 @@
+import type { Job } from 'bullmq';
+import { StaleEpochError } from '../errors/errors.js';
+import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+
+/** Why an attempt's signal fired. */
+export class LeaseLostError extends Error {
+  constructor(readonly reason: 'lease_taken_over' | 'lease_expired' | 'lock_lost', message: string) {
+    super(message);
+    this.name = 'LeaseLostError';
+  }
+}
+
+type LockView = { client: Promise<{ get(key: string): Promise<string | null> }>; toKey(type: string): string };
+
+/**
+ * Renews the ledger lease while a processor runs (every lease/3), and watches BullMQ's job lock.
+ * The attempt's signal fires when the lease is taken over, cannot be renewed before it
+ * expires, or BullMQ's lock on the job is lost (BullMQ then hands the job to another worker,
+ * so this attempt stops renewing and lets the lease lapse: the other copy takes over, and this
+ * attempt's late writes are fenced). The signal also follows BullMQ's own (job cancelled).
+ */
+export class LeaseKeeper {
+  readonly signal: AbortSignal;
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  private leaseExpiresAt: number;
+  private busy = false;
+  private stopped = false;
+
+  constructor(
+    private readonly ledger: PostgresLedger,
+    private readonly key: string,
+    private readonly epoch: number,
+    private readonly leaseMs: number,
+    leaseExpiresAt: Date,
+    private readonly job: Job | undefined,
+    private readonly token: string | undefined,
+    outer: AbortSignal | undefined,
+  ) {
+    this.leaseExpiresAt = leaseExpiresAt.getTime();
+    this.signal = outer ? AbortSignal.any([this.controller.signal, outer]) : this.controller.signal;
+    this.timer = setInterval(() => void this.tick(), Math.max(20, Math.floor(leaseMs / 3)));
+    this.timer.unref();
+  }
+
+  get lost(): LeaseLostError | undefined {
+    return this.controller.signal.aborted ? (this.controller.signal.reason as LeaseLostError) : undefined;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearInterval(this.timer);
+  }
+
+  private async tick(): Promise<void> {
+    if (this.busy || this.stopped) return;
+    this.busy = true;
+    try {
+      if (!(await this.holdsBullLock())) {
+        this.lose('lock_lost', `BullMQ's lock on job ${this.job?.id} was lost; another worker may run it`);
+        return;
+      }
+      const hb = await this.ledger.heartbeat(this.key, this.epoch, this.leaseMs);
+      this.leaseExpiresAt = hb.leaseExpiresAt.getTime();
+    } catch (err) {
+      if (err instanceof StaleEpochError) {
+        this.lose('lease_taken_over', `The lease of ${this.key} (epoch ${this.epoch}) was taken over`);
+      } else if (Date.now() >= this.leaseExpiresAt) {
+        // Renewal keeps failing (database unreachable) and the lease has run out: stop work.
+        this.lose('lease_expired', `The lease of ${this.key} expired while renewal failed: ${(err as Error).message}`);
+      }
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private async holdsBullLock(): Promise<boolean> {
+    const queue = (this.job as unknown as { queue?: LockView } | undefined)?.queue;
+    if (!queue?.client || typeof queue.toKey !== 'function' || !this.token || !this.job?.id) return true;
+    const client = await queue.client;
+    const lock = await client.get(`${queue.toKey(this.job.id)}:lock`);
+    return lock === this.token;
+  }
+
+  private lose(reason: LeaseLostError['reason'], message: string): void {
+    this.stop();
+    this.controller.abort(new LeaseLostError(reason, message));
+  }
+}

@@ -1,0 +1,48 @@
+import type { Job } from 'bullmq';
+import { InvalidInputError } from '../errors/errors.js';
+import { type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
+import { type Operation, zodIssues } from '../operation/define-operation.js';
+import { ENVELOPE_FIELD, envelopeSchema, looksLikeEnvelope } from '../operation/envelope.js';
+
+export type ResolvedJob = { input: unknown; key: IdempotencyKey; taskId: string | undefined };
+
+/**
+ * Reads the input and the operation key of a job. A job enqueued by the producer helper carries
+ * its key; any other job (a plain `queue.add`, an existing producer) gets it from the
+ * operation's `resourceKey(input)`. A job-scheduler occurrence adds its scheduled time, so each
+ * occurrence is its own operation. Throws an IdempotencyError for anything malformed.
+ */
+export function resolveJob(op: Operation, job: Job): ResolvedJob {
+  let input: unknown;
+  let key: IdempotencyKey;
+  let taskId: string | undefined;
+  if (looksLikeEnvelope(job.data)) {
+    const parsed = envelopeSchema.safeParse(job.data);
+    if (!parsed.success) throw new InvalidInputError(`job data of ${op.name}`, zodIssues(parsed.error));
+    const meta = parsed.data[ENVELOPE_FIELD];
+    if (meta.operation !== op.name) {
+      throw new InvalidInputError(`job data of ${op.name}`, [
+        { path: `${ENVELOPE_FIELD}.operation`, message: `job was enqueued for operation ${meta.operation}` },
+      ]);
+    }
+    input = op.parseInput(parsed.data.input);
+    key = meta.key;
+    taskId = meta.taskId;
+  } else {
+    input = op.parseInput(job.data);
+    const occurrence = schedulerOccurrence(job);
+    // A scheduler's template data is the same for every occurrence: without a resourceKey
+    // function the scheduler id names the operation, and the occurrence time is added below.
+    key = occurrence && !op.definition.resourceKey ? op.keyFor(input, `scheduler:${job.repeatJobKey}`) : op.keyFor(input);
+  }
+  const occurrence = schedulerOccurrence(job);
+  if (occurrence) key = parseIdempotencyKey({ ...key, resourceKey: `${key.resourceKey}@${occurrence}` });
+  return { input, key, taskId };
+}
+
+/** `repeat:<schedulerId>:<millis>` → millis, for job-scheduler occurrences. */
+function schedulerOccurrence(job: Job): string | undefined {
+  if (!job.repeatJobKey || !job.id?.startsWith('repeat:')) return undefined;
+  const millis = job.id.slice(job.id.lastIndexOf(':') + 1);
+  return /^\d+$/.test(millis) ? millis : undefined;
+}
