@@ -14,7 +14,12 @@ export {
   StaleEpochError,
   UnknownOutcomeError,
 } from './errors/errors.js';
-export { ERROR_CODES, IdempotencyError, type IdempotencyErrorCode, isIdempotencyError } from './errors/idempotency-error.js';
+export {
+  ERROR_CODES,
+  IdempotencyError,
+  type IdempotencyErrorCode,
+  isIdempotencyError,
+} from './errors/idempotency-error.js';
 export { RetryableError, TerminalError } from './errors/processor-errors.js';
 export { canonicalJson } from './fingerprint/canonical-json.js';
 export { fingerprint } from './fingerprint/fingerprint.js';
@@ -50,19 +55,6 @@ export {
   type WorkerTiming,
 } from './operation/retry-window.js';
 export { type EnqueueOptions, type EnqueueResult, jobIdFor } from './producer/enqueue.js';
-export type { IdempotentProcessor } from './worker/attempt.js';
-export { LeaseLostError } from './worker/lease-keeper.js';
-export type {
-  AuditSink,
-  DecisionInput,
-  Logger,
-  ProcessorContext,
-  StepContext,
-  WithIdempotencyOptions,
-  WrapperEvent,
-  WrapperEventType,
-} from './worker/types.js';
-export { withIdempotency } from './worker/with-idempotency.js';
 export type {
   ClaimOptions,
   ClaimOutcome,
@@ -76,3 +68,16 @@ export type {
   Transition,
   WriteReceipt,
 } from './types.js';
+export type { IdempotentProcessor } from './worker/attempt.js';
+export { LeaseLostError } from './worker/lease-keeper.js';
+export type {
+  AuditSink,
+  DecisionInput,
+  Logger,
+  ProcessorContext,
+  StepContext,
+  WithIdempotencyOptions,
+  WrapperEvent,
+  WrapperEventType,
+} from './worker/types.js';
+export { withIdempotency } from './worker/with-idempotency.js';

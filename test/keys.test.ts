@@ -287,11 +287,9 @@ describe('parseIdempotencyKey validation', () => {
     expect(e.details.issues).toEqual([{ path: field, message: `must be at most ${max} characters` }]);
   });
 
-  // KEY_LIMITS is documented in UTF-16 code units, but zod 4.6.7's `.max()` counts code points
-  // (colinhacks/zod#6441), so a part of max-1 characters plus one astral character (max+1 units)
-  // is accepted, and a part of astral characters may be twice the limit. Known src bug: when
-  // src enforces code units again, this starts to pass; turn `it.fails` into `it` then.
-  it.fails.each(fields)('refuses a %s over KEY_LIMITS in UTF-16 code units (astral characters)', (field) => {
+  // KEY_LIMITS is in UTF-16 code units (zod's `.max()` counts code points, so src checks
+  // `length` itself): max-1 characters plus one astral character is max+1 units, refused.
+  it.each(fields)('refuses a %s over KEY_LIMITS in UTF-16 code units (astral characters)', (field) => {
     const max = KEY_LIMITS[field];
     const value = `${'x'.repeat(max - 1)}😀`;
     expect(value.length).toBe(max + 1);

@@ -73,9 +73,10 @@ describe('claim', () => {
     // xmin changes on any update and xmax on any row lock: the replay path wrote nothing.
     const xmin = async () =>
       (
-        await t.query(`select xmin::text || '/' || xmax::text as x from ${t.schema}.idempotency_ledger where key = $1`, [
-          boundedKey(key),
-        ])
+        await t.query(
+          `select xmin::text || '/' || xmax::text as x from ${t.schema}.idempotency_ledger where key = $1`,
+          [boundedKey(key)],
+        )
       ).rows[0]?.x;
     const x1 = await xmin();
     await ledger.claim(claimOf(key));

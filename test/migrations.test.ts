@@ -131,9 +131,7 @@ describe('migrate up, down and up again', () => {
     const last = migrationNames[migrationNames.length - 1]!;
     const result = await migrate({ connectionString: t.databaseUrl, schema, to: 'down' });
     expect(result.results).toEqual([down(last)]);
-    expect(await migrationRows(schema)).toEqual(
-      migrationNames.slice(0, -1).map((name) => ({ name, n: 1 })),
-    );
+    expect(await migrationRows(schema)).toEqual(migrationNames.slice(0, -1).map((name) => ({ name, n: 1 })));
     expect(await tablesOf(schema)).not.toContain(LEDGER);
   });
 
@@ -171,7 +169,9 @@ function startChild(connectionString: string, schema: string) {
       if (stdout.startsWith('ready\n')) resolve();
     });
     child.once('error', reject);
-    child.once('close', (code) => reject(new Error(`migrate child exited with ${code} before it was ready: ${stderr}`)));
+    child.once('close', (code) =>
+      reject(new Error(`migrate child exited with ${code} before it was ready: ${stderr}`)),
+    );
   });
   const done = new Promise<ChildOutcome>((resolve, reject) => {
     child.once('error', reject);
@@ -231,26 +231,20 @@ describe('concurrent migrate from separate OS processes', () => {
 });
 
 describe('schema name validation', () => {
-  it.each([
-    'bad-name;drop',
-    'public; drop table x',
-    'Public',
-    '1abc',
-    '',
-    'a b',
-    'sch"ema',
-    'a'.repeat(64),
-  ])('refuses %j before connecting, with IDEMPOTENCY_CONFIG', async (schema) => {
-    // Nothing listens on port 1: a connection attempt would fail with ECONNREFUSED instead.
-    const err = await migrate({ connectionString: 'postgres://postgres@127.0.0.1:1/none', schema }).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(IdempotencyConfigError);
-    expect((err as IdempotencyConfigError).code).toBe('IDEMPOTENCY_CONFIG');
-    expect((err as IdempotencyConfigError).code).toBe(ERROR_CODES.config);
-    expect((err as IdempotencyConfigError).details.option).toBe('schema');
-  });
+  it.each(['bad-name;drop', 'public; drop table x', 'Public', '1abc', '', 'a b', 'sch"ema', 'a'.repeat(64)])(
+    'refuses %j before connecting, with IDEMPOTENCY_CONFIG',
+    async (schema) => {
+      // Nothing listens on port 1: a connection attempt would fail with ECONNREFUSED instead.
+      const err = await migrate({ connectionString: 'postgres://postgres@127.0.0.1:1/none', schema }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(IdempotencyConfigError);
+      expect((err as IdempotencyConfigError).code).toBe('IDEMPOTENCY_CONFIG');
+      expect((err as IdempotencyConfigError).code).toBe(ERROR_CODES.config);
+      expect((err as IdempotencyConfigError).details.option).toBe('schema');
+    },
+  );
 
   it("refuses 'bad-name;drop' against the real database and creates nothing", async () => {
     await expect(migrate({ connectionString: t.databaseUrl, schema: 'bad-name;drop' })).rejects.toMatchObject({

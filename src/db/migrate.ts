@@ -1,4 +1,5 @@
 import { type MigrationResultSet, Migrator, NO_MIGRATIONS } from 'kysely';
+import pg from 'pg';
 import { allMigrations } from '../../migrations/index.js';
 import { checkSchema, DEFAULT_SCHEMA, kyselyFor, openPool, type PostgresOptions } from './connection.js';
 
@@ -22,8 +23,10 @@ export async function migrate(options: MigrateOptions): Promise<MigrationResultS
   const schema = checkSchema(options.schema ?? DEFAULT_SCHEMA);
   const { pool, owned } = openPool(options, 2);
   const db = kyselyFor(pool);
-  const lockClient = await pool.connect();
+  // The lock lives on its own connection, outside the pool, so a pool of size 1 still works.
+  const lockClient = new pg.Client(pool.options);
   try {
+    await lockClient.connect();
     // One lock for the whole schema covers the creation of the schema and of kysely's own
     // bookkeeping tables, which race when two processes start on an empty database.
     await lockClient.query('select pg_advisory_lock(hashtext($1))', [`bullmq-idempotency:${schema}`]);
@@ -45,8 +48,8 @@ export async function migrate(options: MigrateOptions): Promise<MigrationResultS
     if (result.error) throw result.error;
     return result;
   } finally {
-    await lockClient.query('select pg_advisory_unlock(hashtext($1))', [`bullmq-idempotency:${schema}`]).catch(() => {});
-    lockClient.release();
+    // Ending the session releases the advisory lock.
+    await lockClient.end().catch(() => {});
     if (owned) await db.destroy();
   }
 }

@@ -45,7 +45,12 @@ function write(value: unknown, path: string, seen: Set<object>): string {
     return `${out}]`;
   }
   const toJSON = (obj as { toJSON?: unknown }).toJSON;
-  if (typeof toJSON === 'function') return write(toJSON.call(obj), path, seen);
+  if (typeof toJSON === 'function') {
+    seen.add(obj);
+    const out = write(toJSON.call(obj), path, seen);
+    seen.delete(obj);
+    return out;
+  }
   const proto = Object.getPrototypeOf(obj);
   if (proto !== Object.prototype && proto !== null) {
     fail(path, `${proto?.constructor?.name ?? 'object'} instance is not plain JSON`);

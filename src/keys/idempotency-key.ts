@@ -31,7 +31,8 @@ const part = (max: number) =>
   z
     .string()
     .min(1, 'must not be empty')
-    .max(max, `must be at most ${max} characters`)
+    // String length (UTF-16 code units), as documented: zod's max() counts code points.
+    .refine((s) => s.length <= max, `must be at most ${max} characters`)
     .refine((s) => !CONTROL.test(s), 'must not contain control characters')
     .refine((s) => s.isWellFormed(), 'must be well-formed Unicode (no lone surrogates)')
     .refine((s) => s.trim() === s, 'must not start or end with white space');

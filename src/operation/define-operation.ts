@@ -90,7 +90,9 @@ export function defineOperation<S extends z.ZodType, R = unknown>(def: Operation
   const leaseMs = toMs(def.lease, 'lease');
   const retentionMs = toMs(def.retention, 'retention');
   if (!['idempotent', 'reconcile', 'none'].includes(def.downstream)) {
-    throw new IdempotencyConfigError(`downstream must be 'idempotent', 'reconcile' or 'none'`, { option: 'downstream' });
+    throw new IdempotencyConfigError(`downstream must be 'idempotent', 'reconcile' or 'none'`, {
+      option: 'downstream',
+    });
   }
   if (def.downstream === 'reconcile' && !def.reconcile) {
     throw new IdempotencyConfigError(`Operation ${def.name}: downstream 'reconcile' needs a reconcile hook`, {

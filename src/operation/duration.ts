@@ -13,9 +13,12 @@ export function toMs(value: Duration, option: string): number {
   } else {
     const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(String(value).trim());
     if (!m) {
-      throw new IdempotencyConfigError(`${option} must be milliseconds or a string like '30s', got ${JSON.stringify(value)}`, {
-        option,
-      });
+      throw new IdempotencyConfigError(
+        `${option} must be milliseconds or a string like '30s', got ${JSON.stringify(value)}`,
+        {
+          option,
+        },
+      );
     }
     ms = Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS];
   }

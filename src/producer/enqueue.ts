@@ -44,7 +44,12 @@ function prepare<I>(op: Operation, queue: Queue, input: I, options: EnqueueOptio
   return { key, jobId, envelope, opts: { ...options.jobOptions, jobId } };
 }
 
-export async function enqueue<I>(op: Operation, queue: Queue, input: I, options?: EnqueueOptions): Promise<EnqueueResult> {
+export async function enqueue<I>(
+  op: Operation,
+  queue: Queue,
+  input: I,
+  options?: EnqueueOptions,
+): Promise<EnqueueResult> {
   const p = prepare(op, queue, input, options);
   await queue.add(op.name, p.envelope, p.opts);
   return { jobId: p.jobId, key: p.key, idempotencyKey: boundedKey(p.key) };

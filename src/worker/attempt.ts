@@ -2,8 +2,8 @@ import { hostname } from 'node:os';
 import { DelayedError, type Job } from 'bullmq';
 import type { Kysely, Transaction } from 'kysely';
 import {
-  IdempotencyConflictError,
   IdempotencyConfigError,
+  IdempotencyConflictError,
   IllegalTransitionError,
   RecordedFailureError,
   StaleEpochError,
@@ -20,13 +20,7 @@ import { bullmqSignal, unrecoverable } from './bullmq-signals.js';
 import { classifyError, type ErrorClass } from './classify.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { resolveJob } from './resolve-job.js';
-import type {
-  ProcessorContext,
-  StepContext,
-  WithIdempotencyOptions,
-  WrapperEvent,
-  WrapperEventType,
-} from './types.js';
+import type { ProcessorContext, StepContext, WithIdempotencyOptions, WrapperEvent, WrapperEventType } from './types.js';
 
 /** The processor a user writes: the validated input and a context holding the lease. */
 export type IdempotentProcessor<I, R, DB = unknown> = (input: I, ctx: ProcessorContext<DB>) => Promise<R>;
@@ -47,6 +41,7 @@ type Attempt = {
 export class AttemptRunner<I, R, DB> {
   private readonly owner: string;
   private readonly db: Kysely<DB>;
+  private readonly pollMs: number;
 
   constructor(
     private readonly op: Operation,
@@ -55,6 +50,7 @@ export class AttemptRunner<I, R, DB> {
   ) {
     this.owner = deps.owner ?? `${hostname()}:${process.pid}`;
     this.db = (deps.db ?? deps.ledger.db) as Kysely<DB>;
+    this.pollMs = deps.inProgressPollMs ?? Math.min(1000, Math.max(50, Math.floor(op.leaseMs / 10)));
     const lockDuration = deps.worker?.lockDuration ?? BULLMQ_DEFAULTS.lockDuration;
     if (op.leaseMs >= lockDuration) {
       throw new IdempotencyConfigError(
@@ -80,7 +76,11 @@ export class AttemptRunner<I, R, DB> {
       const resolved = resolveJob(this.op, job);
       input = resolved.input as I;
       a = { job, token, key: resolved.key, k: boundedKey(resolved.key), taskId: resolved.taskId, facts };
-      assertRetentionCovers(this.op.name, this.op.retentionMs, retryWindowMs(job.opts ?? {}, this.deps.worker, this.op.retryWindow));
+      assertRetentionCovers(
+        this.op.name,
+        this.op.retentionMs,
+        retryWindowMs(job.opts ?? {}, this.deps.worker, this.op.retryWindow),
+      );
       fp = this.op.fingerprintOf(input);
     } catch (err) {
       if (!isIdempotencyError(err)) throw err;
@@ -104,7 +104,10 @@ export class AttemptRunner<I, R, DB> {
     });
     switch (claim.kind) {
       case 'acquired':
-        this.emit(a, claim.transition === 'takeover' ? 'takeover' : 'claimed', 'allow', { epoch: claim.epoch, at: claim.at });
+        this.emit(a, claim.transition === 'takeover' ? 'takeover' : 'claimed', 'allow', {
+          epoch: claim.epoch,
+          at: claim.at,
+        });
         return this.execute(a, input, fp, claim, signal);
       case 'completed':
         this.emit(a, 'replayed', 'allow', { epoch: claim.epoch, at: claim.at });
@@ -115,10 +118,16 @@ export class AttemptRunner<I, R, DB> {
         throw unrecoverable(new IdempotencyConflictError(details));
       }
       case 'inProgress': {
-        this.emit(a, 'in_progress', 'deny', { reasonCode: 'IDEMPOTENCY_IN_PROGRESS', epoch: claim.epoch, at: claim.at });
-        // Wait without using an attempt, at most one lease: the holder finishes, or its lease lapses.
-        const waitMs = Math.min(this.op.leaseMs, Math.max(50, claim.retryAfterMs)) + Math.floor(Math.random() * 50);
-        if (!token) throw new IdempotencyError('IDEMPOTENCY_IN_PROGRESS', `Operation ${a.k} is in progress`, { key: a.k });
+        this.emit(a, 'in_progress', 'deny', {
+          reasonCode: 'IDEMPOTENCY_IN_PROGRESS',
+          epoch: claim.epoch,
+          at: claim.at,
+        });
+        // Wait without using an attempt: poll again soon (the holder usually finishes well
+        // within its lease), and never later than the moment its lease would lapse.
+        const waitMs = Math.max(25, Math.min(claim.retryAfterMs, this.pollMs)) + Math.floor(Math.random() * 25);
+        if (!token)
+          throw new IdempotencyError('IDEMPOTENCY_IN_PROGRESS', `Operation ${a.k} is in progress`, { key: a.k });
         await job.moveToDelayed(Date.now() + waitMs, token);
         throw new DelayedError();
       }
@@ -163,10 +172,16 @@ export class AttemptRunner<I, R, DB> {
         job: a.job,
         token: a.token,
         tx: async <T>(fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> => {
-          if (recorded) throw new IllegalTransitionError({ key: a.k, from: 'completed', action: 'open a second ctx.tx' });
+          if (recorded)
+            throw new IllegalTransitionError({ key: a.k, from: 'completed', action: 'open a second ctx.tx' });
           return this.db.transaction().execute(async (trx) => {
             const value = await fn(trx);
-            const done = await ledger.complete(a.k, epoch, this.op.parseResult(value), trx as unknown as Kysely<unknown>);
+            const done = await ledger.complete(
+              a.k,
+              epoch,
+              this.op.parseResult(value),
+              trx as unknown as Kysely<unknown>,
+            );
             recorded = done;
             return done.result as T;
           });
@@ -203,7 +218,10 @@ export class AttemptRunner<I, R, DB> {
       if (err instanceof StaleEpochError) {
         // The side effect ran but another attempt holds the key now: report, never drop silently.
         this.emit(a, 'stale_completion', 'deny', { epoch, reasonCode: err.code });
-        this.deps.logger?.error({ key: a.k, epoch, currentEpoch: err.details.currentEpoch }, 'completion rejected: stale epoch');
+        this.deps.logger?.error(
+          { key: a.k, epoch, currentEpoch: err.details.currentEpoch },
+          'completion rejected: stale epoch',
+        );
         throw err; // retryable: the next attempt replays whatever the current holder records
       }
       if (isIdempotencyError(err)) {
@@ -217,7 +235,13 @@ export class AttemptRunner<I, R, DB> {
   }
 
   /** Classifies a processor error into a ledger outcome, then lets BullMQ act on it. */
-  private async onProcessorError(a: Attempt, input: I, epoch: number, err: unknown, signal: AbortSignal): Promise<unknown> {
+  private async onProcessorError(
+    a: Attempt,
+    input: I,
+    epoch: number,
+    err: unknown,
+    signal: AbortSignal,
+  ): Promise<unknown> {
     const cls = classifyError(err, this.op.downstream);
     try {
       if (cls === 'reconcile') {
@@ -242,7 +266,12 @@ export class AttemptRunner<I, R, DB> {
   }
 
   /** Writes what an error means to the ledger row of an attempt or a step. */
-  private async recordError(a: Attempt, epoch: number, err: unknown, cls: Exclude<ErrorClass, 'reconcile'>): Promise<void> {
+  private async recordError(
+    a: Attempt,
+    epoch: number,
+    err: unknown,
+    cls: Exclude<ErrorClass, 'reconcile'>,
+  ): Promise<void> {
     const { ledger } = this.deps;
     const error = toRecordedError(err);
     if (cls === 'unknown') return this.markUnknown(a, epoch, error);
@@ -261,7 +290,12 @@ export class AttemptRunner<I, R, DB> {
    * Asks the reconcile hook what an ambiguous attempt did. Committed: records the result found.
    * Not committed: releases the key (returns undefined). Cannot tell: marks unknown and throws.
    */
-  private async reconcile(a: Attempt, input: I, epoch: number, signal: AbortSignal): Promise<{ result: unknown } | undefined> {
+  private async reconcile(
+    a: Attempt,
+    input: I,
+    epoch: number,
+    signal: AbortSignal,
+  ): Promise<{ result: unknown } | undefined> {
     const hook = this.op.definition.reconcile;
     if (!hook) return undefined;
     const found = await hook({ input, key: a.key, idempotencyKey: a.k, signal });
@@ -284,7 +318,13 @@ export class AttemptRunner<I, R, DB> {
   }
 
   /** One ledger row per step, keyed from the operation key: a resumed job skips finished steps. */
-  private async step<T>(a: Attempt, fp: string, name: string, signal: AbortSignal, fn: (s: StepContext) => Promise<T>): Promise<T> {
+  private async step<T>(
+    a: Attempt,
+    fp: string,
+    name: string,
+    signal: AbortSignal,
+    fn: (s: StepContext) => Promise<T>,
+  ): Promise<T> {
     const { ledger } = this.deps;
     const key = parseIdempotencyKey({ ...a.key, resourceKey: `${a.key.resourceKey}#step=${name}` });
     const k = boundedKey(key);
@@ -310,8 +350,21 @@ export class AttemptRunner<I, R, DB> {
           this.emit(s, 'replayed', 'allow', { epoch: claim.epoch, at: claim.at, stepId: name });
           return claim.result as T;
         case 'acquired': {
-          this.emit(s, claim.transition === 'takeover' ? 'takeover' : 'claimed', 'allow', { epoch: claim.epoch, at: claim.at, stepId: name });
-          const keeper = new LeaseKeeper(ledger, k, claim.epoch, this.op.leaseMs, claim.leaseExpiresAt, undefined, undefined, signal);
+          this.emit(s, claim.transition === 'takeover' ? 'takeover' : 'claimed', 'allow', {
+            epoch: claim.epoch,
+            at: claim.at,
+            stepId: name,
+          });
+          const keeper = new LeaseKeeper(
+            ledger,
+            k,
+            claim.epoch,
+            this.op.leaseMs,
+            claim.leaseExpiresAt,
+            undefined,
+            undefined,
+            signal,
+          );
           try {
             let value: T;
             try {
@@ -381,7 +434,11 @@ function asIdempotencyError(err: unknown, error: RecordedError): IdempotencyErro
 export function toRecordedError(err: unknown): RecordedError {
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code;
-    return { code: typeof code === 'string' && code ? code : err.name || 'Error', message: err.message, name: err.name };
+    return {
+      code: typeof code === 'string' && code ? code : err.name || 'Error',
+      message: err.message,
+      name: err.name,
+    };
   }
   return { code: 'NON_ERROR_THROWN', message: String(err) };
 }

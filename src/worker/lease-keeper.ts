@@ -4,7 +4,10 @@ import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 
 /** Why an attempt's signal fired. */
 export class LeaseLostError extends Error {
-  constructor(readonly reason: 'lease_taken_over' | 'lease_expired' | 'lock_lost', message: string) {
+  constructor(
+    readonly reason: 'lease_taken_over' | 'lease_expired' | 'lock_lost',
+    message: string,
+  ) {
     super(message);
     this.name = 'LeaseLostError';
   }

@@ -33,7 +33,8 @@ export function resolveJob(op: Operation, job: Job): ResolvedJob {
     const occurrence = schedulerOccurrence(job);
     // A scheduler's template data is the same for every occurrence: without a resourceKey
     // function the scheduler id names the operation, and the occurrence time is added below.
-    key = occurrence && !op.definition.resourceKey ? op.keyFor(input, `scheduler:${job.repeatJobKey}`) : op.keyFor(input);
+    key =
+      occurrence && !op.definition.resourceKey ? op.keyFor(input, `scheduler:${job.repeatJobKey}`) : op.keyFor(input);
   }
   const occurrence = schedulerOccurrence(job);
   if (occurrence) key = parseIdempotencyKey({ ...key, resourceKey: `${key.resourceKey}@${occurrence}` });

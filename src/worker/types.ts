@@ -106,6 +106,12 @@ export type WithIdempotencyOptions<DB = unknown> = {
   worker?: WorkerTiming;
   /** The queue's default job options, checked against retention at wrap time. */
   jobOptions?: RetryJobOptions;
+  /**
+   * How long a job that finds its operation in progress elsewhere waits (as a delayed job,
+   * using no attempt) before it looks again; never past the holder's lease.
+   * @defaultValue lease / 10, between 50 and 1000 ms
+   */
+  inProgressPollMs?: number;
   /** Identifies this process in lease records. @defaultValue `hostname:pid` */
   owner?: string;
 };
