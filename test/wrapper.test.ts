@@ -1,4 +1,4 @@
-import type { Job, Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -438,4 +438,3 @@ describe('bad input', () => {
   });
 });
 
-export type { Job };

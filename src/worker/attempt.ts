@@ -12,7 +12,6 @@ import {
 import { IdempotencyError, isIdempotencyError } from '../errors/idempotency-error.js';
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
-import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import type { ClaimOutcome, RecordedError } from '../ledger/types.js';
 import type { Operation } from '../operation/define-operation.js';
 import { assertRetentionCovers, BULLMQ_DEFAULTS, retryWindowMs } from '../operation/retry-window.js';
