@@ -437,4 +437,3 @@ describe('bad input', () => {
     await q.close();
   });
 });
-

@@ -173,17 +173,14 @@ export class AttemptRunner<I, R, DB> {
         tx: async <T>(fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> => {
           if (recorded)
             throw new IllegalTransitionError({ key: a.k, from: 'completed', action: 'open a second ctx.tx' });
-          return this.db.transaction().execute(async (trx) => {
+          const done = await this.db.transaction().execute(async (trx) => {
             const value = await fn(trx);
-            const done = await ledger.complete(
-              a.k,
-              epoch,
-              this.op.parseResult(value),
-              trx as unknown as Kysely<unknown>,
-            );
-            recorded = done;
-            return done.result as T;
+            // Fenced like any completion: a stale epoch rolls back fn's writes with it.
+            return ledger.complete(a.k, epoch, this.op.parseResult(value), trx as unknown as Kysely<unknown>);
           });
+          recorded = done; // only once the transaction has committed
+          this.emit(a, 'completed', 'allow', { epoch, at: done.at });
+          return done.result as T;
         },
         step: (name, fn) => this.step(a, fp, name, keeper.signal, fn),
         audit: (d) =>
