@@ -1,0 +1,124 @@
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { z } from 'zod';
+import { boundedKey, defineOperation, withIdempotency } from '../src/index.js';
+import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import type { WrapperEvent } from '../src/worker/types.js';
+import { bull, settled } from './helpers/bullmq.js';
+import { TestContext, waitFor } from './helpers/context.js';
+import { type Downstream, postEffect, startDownstream } from './helpers/downstream.js';
+
+const t = new TestContext('sandbox_scheduler');
+const b = bull(t);
+let ledger: PostgresLedger;
+let ds: Downstream;
+
+beforeAll(async () => {
+  await t.setup();
+  ledger = t.ledger();
+  ds = await startDownstream();
+});
+afterAll(async () => {
+  await ds.close();
+  await ledger.close();
+  await t.teardown();
+});
+
+describe('sandboxed processors', () => {
+  it('the wrapper works inside a sandboxed processor file: one commit for duplicate jobs', async () => {
+    const q = b.queue('sandboxed');
+    const file = fileURLToPath(new URL('./fixtures/sandboxed-processor.ts', import.meta.url));
+    const w = b.worker('sandboxed', file as never, {
+      concurrency: 2,
+      workerForkOptions: {
+        execArgv: ['--import', 'tsx'],
+        env: {
+          ...process.env,
+          BQI_DATABASE_URL: inject('databaseUrl'),
+          BQI_SCHEMA: t.schema,
+          BQI_DOWNSTREAM_URL: ds.url,
+        },
+      },
+    });
+    const jobs = await q.addBulk([
+      { name: 'charge', data: { order: 'sb-1', amount: 5 } },
+      { name: 'charge', data: { order: 'sb-1', amount: 5 } },
+      { name: 'charge', data: { order: 'sb-2', amount: 5 } },
+    ]);
+    const results = await Promise.all(jobs.map((j) => settled(q, j.id as string, 30_000)));
+    expect(results.map((r) => r.state)).toEqual(['completed', 'completed', 'completed']);
+    expect(results[0]?.returnvalue.effectId).toBe(results[1]?.returnvalue.effectId);
+    expect(results[0]?.returnvalue.pid).not.toBe(process.pid);
+    expect(ds.commitsFor({ order: 'sb-1' })).toBe(1);
+    expect(ds.commitsFor({ order: 'sb-2' })).toBe(1);
+    const row = await ledger.get({ namespace: 'acme/payments.charge', resourceKey: 'order:sb-1', version: 'v1' });
+    expect(row?.status).toBe('completed');
+    await w.close();
+    await q.close();
+  });
+});
+
+describe('job scheduler occurrences', () => {
+  it('each occurrence is its own operation; re-running one occurrence replays it', async () => {
+    const q = b.queue('scheduled');
+    const events: WrapperEvent[] = [];
+    const report = defineOperation({
+      name: 'reports.send',
+      namespace: 'acme/reports.send',
+      version: 'v1',
+      input: z.object({ report: z.string() }),
+      effect: (i) => i,
+      retention: '1h',
+      lease: '5s',
+      downstream: 'idempotent',
+    });
+    const w = b.worker(
+      'scheduled',
+      withIdempotency(
+        report,
+        async (input, ctx) => {
+          const r = await postEffect<{ id: string }>(
+            ds.url,
+            { report: input.report, key: ctx.idempotencyKey },
+            ctx.idempotencyKey,
+          );
+          return { effectId: r.body.id, key: ctx.idempotencyKey };
+        },
+        { ledger, audit: { emit: (e) => events.push(e) } },
+      ),
+    );
+    await q.upsertJobScheduler('daily-report', { every: 150 }, { name: 'send', data: { report: 'daily' } });
+    await waitFor(async () => (await q.getCompletedCount()) >= 3, 'three occurrences', 15_000);
+    await q.removeJobScheduler('daily-report');
+    const done = await q.getCompleted();
+    const keys = done.map((j) => j.returnvalue.key as string);
+    expect(new Set(keys).size).toBe(done.length);
+    for (const j of done) {
+      expect(j.returnvalue.key).toBe(
+        boundedKey({
+          namespace: 'acme/reports.send',
+          resourceKey: `scheduler:daily-report@${(j.id as string).split(':').pop()}`,
+          version: 'v1',
+        }),
+      );
+    }
+    const commitsBefore = ds.commitsFor({ report: 'daily' });
+    expect(commitsBefore).toBeGreaterThanOrEqual(done.length);
+    // An operator re-runs one finished occurrence: the recorded result comes back, no new commit.
+    const first = done[0];
+    if (!first) throw new Error('no occurrence');
+    const finishedBefore = first.finishedOn;
+    const recorded = first.returnvalue; // retry() clears the local copy
+    await first.retry('completed');
+    await waitFor(async () => {
+      const j = await q.getJob(first.id as string);
+      return j?.finishedOn !== undefined && j.finishedOn !== finishedBefore;
+    }, 'the re-run');
+    const rerun = await settled(q, first.id as string);
+    expect(rerun.returnvalue).toEqual(recorded);
+    expect(events.some((e) => e.type === 'replayed' && e.jobId === first.id)).toBe(true);
+    expect(ds.commitsFor({ key: recorded.key })).toBe(1);
+    await w.close();
+    await q.close();
+  });
+});
