@@ -40,9 +40,9 @@ export function ledgerMigration(schema: string) {
       // The sweeper deletes expired terminal rows; a partial index keeps that scan small.
       await sql`create index idempotency_ledger_expires_idx on ${sql.table(`${schema}.idempotency_ledger`)} (expires_at)
         where status in ('completed','failed','released','invalidated')`.execute(db);
-      // Operators look for stuck work: unknown rows and leases.
-      await sql`create index idempotency_ledger_attention_idx on ${sql.table(`${schema}.idempotency_ledger`)} (status, updated_at)
-        where status in ('locked','unknown')`.execute(db);
+      // No index may cover status/lease columns beyond the sweeper's: a partial index whose
+      // predicate a fenced write implies (status = 'locked') lures the planner away from the
+      // primary key, and every indexed column a completion changes costs an index insert.
       await sql`create index idempotency_ledger_task_idx on ${sql.table(`${schema}.idempotency_ledger`)} (task_id)
         where task_id is not null`.execute(db);
     },

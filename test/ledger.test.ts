@@ -57,6 +57,38 @@ describe('claim', () => {
     }
   });
 
+  it('coalesced claims keep each key exact: 20 keys claimed 10 times each at once, in one process', async () => {
+    const keys = Array.from({ length: 20 }, () => newKey());
+    const outcomes = await Promise.all(keys.flatMap((k) => Array.from({ length: 10 }, () => ledger.claim(claimOf(k)))));
+    const acquired = outcomes.filter((o) => o.kind === 'acquired');
+    expect(acquired).toHaveLength(20);
+    expect(new Set(acquired.map((o) => o.key)).size).toBe(20);
+    expect(outcomes.filter((o) => o.kind === 'inProgress')).toHaveLength(180);
+    // Completions coalesce too, each fenced by its own epoch: one stale write in the batch fails alone.
+    const results = await Promise.allSettled([
+      ...acquired.map((o) => ledger.complete(o.key, o.epoch, { k: o.key })),
+      ledger.complete(acquired[0]?.key as string, 99, 'stale'),
+    ]);
+    expect(results.slice(0, 20).every((r) => r.status === 'fulfilled')).toBe(true);
+    expect(results[20]).toMatchObject({ status: 'rejected', reason: { code: ERROR_CODES.staleEpoch } });
+    for (const k of keys) expect((await ledger.claim(claimOf(k))).kind).toBe('completed');
+  });
+
+  it('without batching the same contract holds', async () => {
+    const single = t.ledger({ batching: false });
+    try {
+      const key = newKey();
+      const outcomes = await Promise.all(Array.from({ length: 10 }, () => single.claim(claimOf(key))));
+      expect(outcomes.filter((o) => o.kind === 'acquired')).toHaveLength(1);
+      const a = outcomes.find((o) => o.kind === 'acquired');
+      if (a?.kind !== 'acquired') throw new Error('expected acquired');
+      await single.complete(key, a.epoch, 'done');
+      expect(await single.claim(claimOf(key))).toMatchObject({ kind: 'completed', result: 'done' });
+    } finally {
+      await single.close();
+    }
+  });
+
   it('a completed key returns the recorded result with no new epoch and no write', async () => {
     const key = newKey();
     const a = await ledger.claim(claimOf(key));

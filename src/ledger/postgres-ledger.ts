@@ -11,6 +11,7 @@ import {
 import { IdempotencyError } from '../errors/idempotency-error.js';
 import { canonicalJson } from '../fingerprint/canonical-json.js';
 import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
+import { MicroBatcher } from './micro-batcher.js';
 import { ledgerStatements } from './statements.js';
 import type {
   ClaimOptions,
@@ -35,7 +36,16 @@ export type LedgerOptions = PostgresOptions & {
    * @defaultValue 0
    */
   clockOffsetMs?: number;
+  /**
+   * Coalesce concurrent claims and completions into multi-row statements (see MicroBatcher).
+   * Each key's outcome is the same as with single statements.
+   * @defaultValue `{ maxBatch: 200, maxInFlight: 4 }`; `false` sends one statement per call
+   */
+  batching?: false | { maxBatch?: number; maxInFlight?: number };
 };
+
+type ClaimRow = { key: string; values: unknown[] };
+type CompleteRow = { key: string; epoch: number; text: string };
 
 export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
 export const MAX_ERROR_MESSAGE_LENGTH = 2000;
@@ -67,6 +77,8 @@ export class PostgresLedger {
   private readonly maxResultBytes: number;
   private readonly clockOffsetMs: number;
   private kysely: Kysely<unknown> | undefined;
+  private readonly claimBatcher: MicroBatcher<ClaimRow, Row> | undefined;
+  private readonly completeBatcher: MicroBatcher<CompleteRow, Row> | undefined;
 
   constructor(options: LedgerOptions) {
     this.schema = checkSchema(options.schema ?? DEFAULT_SCHEMA);
@@ -79,6 +91,12 @@ export class PostgresLedger {
     this.names = Object.fromEntries(Object.keys(this.sql).map((k) => [k, `bqi_${k}_${this.schema}`]));
     this.maxResultBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
     this.clockOffsetMs = Math.trunc(options.clockOffsetMs ?? 0);
+    if (options.batching !== false) {
+      const maxBatch = options.batching?.maxBatch ?? 200;
+      const maxInFlight = options.batching?.maxInFlight ?? 4;
+      this.claimBatcher = new MicroBatcher((rows) => this.claimBatch(rows), maxBatch, maxInFlight);
+      this.completeBatcher = new MicroBatcher((rows) => this.completeBatch(rows), maxBatch, maxInFlight);
+    }
     if (!(this.maxResultBytes > 0)) {
       throw new IdempotencyConfigError('maxResultBytes must be > 0', { option: 'maxResultBytes' });
     }
@@ -99,27 +117,28 @@ export class PostgresLedger {
     checkPositiveMs('leaseMs', options.leaseMs);
     checkPositiveMs('retentionMs', options.retentionMs);
     const k = boundedKey(key);
-    const values = [
-      k,
-      key.namespace,
-      key.resourceKey,
-      key.version,
-      options.operation,
-      options.fingerprint,
-      options.leaseMs,
-      options.retentionMs,
-      options.downstream,
-      options.owner ?? null,
-      options.jobId ?? null,
-      options.queue ?? null,
-      options.taskId ?? null,
-      options.stepId ?? null,
-      this.clockOffsetMs,
-    ];
+    const req: ClaimRow = {
+      key: k,
+      values: [
+        k,
+        key.namespace,
+        key.resourceKey,
+        key.version,
+        options.operation,
+        options.fingerprint,
+        options.leaseMs,
+        options.retentionMs,
+        options.downstream,
+        options.owner ?? null,
+        options.jobId ?? null,
+        options.queue ?? null,
+        options.taskId ?? null,
+        options.stepId ?? null,
+      ],
+    };
     this.metrics.claims++;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const rows = await this.run('claim', values);
-      const row = rows[0];
+      const row = this.claimBatcher ? await this.claimBatcher.submit(req) : (await this.claimBatch([req])).get(k);
       // No row, or a snapshot that looked claimable while a concurrent claimer won: read again.
       if (!row || (!row.acquired && row.claimable)) continue;
       return toOutcome(row, options.fingerprint);
@@ -127,6 +146,44 @@ export class PostgresLedger {
     throw new IdempotencyError('IDEMPOTENCY_IN_PROGRESS', `Claim of ${k} kept racing with concurrent writers`, {
       key: k,
     });
+  }
+
+  /** Runs the claim statement for distinct keys; the answer per key is its row. */
+  private async claimBatch(reqs: ClaimRow[]): Promise<Map<string, Row>> {
+    const sorted = reqs.length > 1 ? [...reqs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) : reqs;
+    const columns: unknown[][] = Array.from({ length: 14 }, () => []);
+    for (const r of sorted) for (let c = 0; c < 14; c++) (columns[c] as unknown[]).push(r.values[c]);
+    const rows = await this.runRetryingDeadlock('claim', [...columns, this.clockOffsetMs]);
+    return new Map(rows.map((row) => [row.key as string, row]));
+  }
+
+  /** Runs the completion statement for distinct keys; a key without a row was fenced. */
+  private async completeBatch(reqs: CompleteRow[], executor?: LedgerExecutor): Promise<Map<string, Row>> {
+    const sorted = reqs.length > 1 ? [...reqs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) : reqs;
+    const values = [
+      sorted.map((r) => r.key),
+      sorted.map((r) => r.epoch),
+      sorted.map((r) => r.text),
+      this.clockOffsetMs,
+    ];
+    const rows = executor
+      ? await this.run('complete', values, executor)
+      : await this.runRetryingDeadlock('complete', values);
+    return new Map(rows.map((row) => [row.key as string, row]));
+  }
+
+  /**
+   * Batches lock rows in key order, but a claim batch and a completion batch may still meet in
+   * opposite orders; Postgres then aborts one statement (40P01) and it is simply run again.
+   */
+  private async runRetryingDeadlock(name: 'claim' | 'complete', values: unknown[]): Promise<Row[]> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.run(name, values);
+      } catch (err) {
+        if ((err as { code?: string }).code !== '40P01' || attempt >= 5) throw err;
+      }
+    }
   }
 
   /** Extends the lease of the attempt holding `epoch`. Throws {@link StaleEpochError} when fenced. */
@@ -153,9 +210,13 @@ export class PostgresLedger {
   ): Promise<WriteReceipt & { result: unknown }> {
     const k = toKey(key);
     const text = this.encodeResult(result);
-    const rows = await this.run('complete', [k, epoch, text, this.clockOffsetMs], executor);
-    if (!rows[0]) throw await this.fenced(k, epoch, 'complete', executor);
-    return { key: k, epoch, at: rows[0].at as Date, result: JSON.parse(text) };
+    const req = { key: k, epoch, text };
+    const row =
+      this.completeBatcher && !executor
+        ? await this.completeBatcher.submit(req)
+        : (await this.completeBatch([req], executor)).get(k);
+    if (!row) throw await this.fenced(k, epoch, 'complete', executor);
+    return { key: k, epoch, at: row.at as Date, result: JSON.parse(text) };
   }
 
   /**

@@ -19,21 +19,31 @@ export function ledgerStatements(table: string) {
   const fenced = `key = $1 and epoch = $2 and status = 'locked'`;
   return {
     /**
-     * The claim: one statement. `cur` reads the row; when it is not claimable (a replay, a
-     * conflict, a live lease) nothing is written at all. Otherwise the upsert arbitrates: of any
-     * number of concurrent claimers exactly one gets a row back from `ins`. The upsert's WHERE
+     * The claim, for one key or a batch of distinct keys (arrays of equal length): one statement.
+     * `cur` reads the rows; a key whose row is not claimable (a replay, a conflict, a live lease)
+     * writes nothing at all. The others go through the upsert, which arbitrates: of any number of
+     * concurrent claimers of a key exactly one gets its row back from `ins`. The upsert's WHERE
      * re-checks claimability on the newest row version, so a stale snapshot never wins twice.
-     * Params: 1 key, 2 namespace, 3 resource_key, 4 version, 5 operation, 6 fingerprint,
+     * Rows are inserted in key order so concurrent batches lock in the same order.
+     * Params (arrays): 1 key, 2 namespace, 3 resource_key, 4 version, 5 operation, 6 fingerprint,
      * 7 lease_ms, 8 retention_ms, 9 downstream, 10 owner, 11 job_id, 12 queue, 13 task_id,
-     * 14 step_id, 15 clock offset ms.
+     * 14 step_id; 15 clock offset ms.
      */
-    claim: `with cur as (select * from ${table} where key = $1),
+    claim: `with i as (
+  select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
+    $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+    as i(key, namespace, resource_key, version, operation, fingerprint, lease_ms, retention_ms, downstream, owner,
+      job_id, queue, task_id, step_id)
+),
+cur as (select l.*, i.fingerprint as want from ${table} l join i on l.key = i.key),
 ins as (
   insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch, downstream,
     lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at, updated_at)
-  select $1, $2, $3, $4, $5, $6, 'locked', 1, $9, $10, ${N} + $7::int8 * interval '1 millisecond', $8, 'claimed',
-    $11, $12, $13, $14, ${N}, ${N}
-  where not exists (select 1 from cur c where not ${claimable('c', '$6', N)})
+  select i.key, i.namespace, i.resource_key, i.version, i.operation, i.fingerprint, 'locked', 1, i.downstream, i.owner,
+    ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, 'claimed', i.job_id, i.queue, i.task_id, i.step_id, ${N}, ${N}
+  from i
+  where not exists (select 1 from cur c where c.key = i.key and not ${claimable('c', 'c.want', N)})
+  order by i.key
   on conflict (key) do update set
     status = case when l.status = 'locked' and l.downstream = 'none' then 'unknown' else 'locked' end,
     epoch = l.epoch + 1,
@@ -56,25 +66,32 @@ ins as (
     job_id = excluded.job_id, queue = excluded.queue,
     task_id = coalesce(excluded.task_id, l.task_id), step_id = coalesce(excluded.step_id, l.step_id),
     updated_at = excluded.updated_at
-  where ${claimable('l', '$6', N)}
+  where ${claimable('l', 'excluded.fingerprint', N)}
   returning ${returning}
 )
 select ${cols}, true as acquired, true as claimable, null::int8 as retry_after_ms, updated_at as at from ins
 union all
-select ${cols}, false, ${claimable('c', '$6', N)},
+select ${cols
+      .split(', ')
+      .map((c) => `c.${c}`)
+      .join(', ')}, false, ${claimable('c', 'c.want', N)},
   case when c.status = 'locked' then greatest(0, ceil(extract(epoch from (c.lease_expires_at - ${N})) * 1000))::int8 end,
   ${N}
-from cur c where not exists (select 1 from ins)`,
+from cur c where not exists (select 1 from ins where ins.key = c.key)`,
 
     /** Params: 1 key, 2 epoch, 3 lease_ms, 4 clock offset. */
     heartbeat: `update ${table} set lease_expires_at = ${now(4)} + $3::int8 * interval '1 millisecond'
 where ${fenced} returning lease_expires_at, ${now(4)} as at`,
 
-    /** Params: 1 key, 2 epoch, 3 result (json text), 4 clock offset. */
-    complete: `update ${table} set status = 'completed', result = $3::jsonb, error = null, retryable = null,
+    /**
+     * Completion of one key or a batch of distinct keys, each fenced by its epoch.
+     * Params: 1 keys, 2 epochs, 3 results (json text); 4 clock offset.
+     */
+    complete: `update ${table} t set status = 'completed', result = u.result::jsonb, error = null, retryable = null,
   lease_owner = null, lease_expires_at = null, last_transition = 'completed',
-  completed_at = ${now(4)}, expires_at = ${now(4)} + retention_ms * interval '1 millisecond', updated_at = ${now(4)}
-where ${fenced} returning updated_at as at`,
+  completed_at = ${now(4)}, expires_at = ${now(4)} + t.retention_ms * interval '1 millisecond', updated_at = ${now(4)}
+from unnest($1::text[], $2::int4[], $3::text[]) as u(key, epoch, result)
+where t.key = u.key and t.epoch = u.epoch and t.status = 'locked' returning t.key, t.updated_at as at`,
 
     /** Params: 1 key, 2 epoch, 3 error json, 4 clock offset, 5 new status, 6 transition, 7 retryable. */
     finish: `update ${table} set status = $5, error = $3::jsonb, retryable = $7, result = null,
