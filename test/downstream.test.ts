@@ -9,7 +9,7 @@ import {
   type SpawnedDownstream,
   spawnDownstream,
   startDownstream,
-} from './helpers/downstream.js';
+} from '../src/testing/downstream-stub.js';
 
 type Committed = { id: string; committed: true };
 
