@@ -25,6 +25,8 @@ import type { ProcessorContext, StepContext, WithIdempotencyOptions, WrapperEven
 export type IdempotentProcessor<I, R, DB = unknown> = (input: I, ctx: ProcessorContext<DB>) => Promise<R>;
 
 type Attempt = {
+  /** For a step: the operation's key. */
+  parentK?: string;
   job: Job;
   token: string | undefined;
   key: IdempotencyKey;
@@ -160,6 +162,7 @@ export class AttemptRunner<I, R, DB> {
         if (settled) return settled.result;
       }
       let recorded: { result: unknown } | undefined;
+      let decisions = 0;
       const ctx: ProcessorContext<DB> = {
         idempotencyKey: a.k,
         key: a.key,
@@ -186,8 +189,16 @@ export class AttemptRunner<I, R, DB> {
         audit: (d) =>
           this.emit(a, 'decision', d.decision, {
             epoch,
+            seq: decisions++,
             ...(d.reasonCode ? { reasonCode: d.reasonCode } : {}),
-            details: { action: d.action, resourceType: d.resourceType, resourceId: d.resourceId, ...d.details },
+            details: {
+              ...d.details,
+              action: d.action,
+              resourceType: d.resourceType,
+              resourceId: d.resourceId,
+              actorType: d.actorType,
+              actorId: d.actorId,
+            },
           }),
       };
       let value: R;
@@ -340,7 +351,7 @@ export class AttemptRunner<I, R, DB> {
         ...(a.taskId ? { taskId: a.taskId } : {}),
         stepId: name,
       });
-      const s = { ...a, key, k };
+      const s = { ...a, key, k, parentK: a.k };
       switch (claim.kind) {
         case 'completed':
           this.emit(s, 'replayed', 'allow', { epoch: claim.epoch, at: claim.at, stepId: name });
@@ -412,6 +423,7 @@ export class AttemptRunner<I, R, DB> {
       operation: this.op.name,
       decision,
       ...(a.k ? { key: a.k } : {}),
+      ...(a.parentK ? { parentKey: a.parentK } : {}),
       ...(a.job.id ? { jobId: a.job.id } : {}),
       queue: a.job.queueName,
       ...(a.taskId ? { taskId: a.taskId } : {}),

@@ -32,8 +32,10 @@ export type WrapperEventType =
 export type WrapperEvent = {
   type: WrapperEventType;
   operation: string;
-  /** Bounded key string, when known. */
+  /** Bounded key string, when known (a step's own key for step events). */
   key?: string;
+  /** For step events: the key of the operation the step belongs to. */
+  parentKey?: string;
   epoch?: number;
   /** Database time of the transition, when the ledger reported one. */
   at?: Date;
@@ -48,6 +50,8 @@ export type WrapperEvent = {
   stalledCounter: number;
   /** For `decision` events: the processor's own tool decision. */
   details?: Record<string, unknown>;
+  /** For `decision` events: its order within the attempt. */
+  seq?: number;
 };
 
 /** Where the wrapper sends its events (the audit emitter implements it). */
@@ -56,6 +60,9 @@ export type AuditSink = { emit(event: WrapperEvent): void };
 /** A tool decision a processor records through `ctx.audit()`. */
 export type DecisionInput = {
   action: string;
+  /** Who decided. @defaultValue `'agent'` and the operation name */
+  actorType?: 'system' | 'user' | 'agent';
+  actorId?: string;
   decision: 'allow' | 'deny' | 'pending_confirmation';
   reasonCode?: string;
   resourceType?: string;

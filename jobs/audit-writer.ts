@@ -1,0 +1,52 @@
+import { type ConnectionOptions, Worker } from 'bullmq';
+import type pg from 'pg';
+import { AUDIT_JOB_NAME } from '../src/audit/emitter.js';
+import { AuditStore } from '../src/audit/audit-store.js';
+import type { Logger } from '../src/worker/types.js';
+
+export const DEFAULT_AUDIT_QUEUE = 'bullmq-idempotency-audit';
+
+export type AuditWriterOptions = {
+  connection: ConnectionOptions;
+  /** Postgres pool the events are written with. */
+  pool: pg.Pool;
+  /** @defaultValue `'public'` */
+  schema?: string;
+  /** @defaultValue `'bullmq-idempotency-audit'` */
+  queueName?: string;
+  prefix?: string;
+  /** Batches written at once. @defaultValue 4 */
+  concurrency?: number;
+  logger?: Logger;
+};
+
+/**
+ * The audit writer: a BullMQ worker that writes each audit batch with one multi-row statement.
+ * Safe under redelivery (deterministic event ids, ON CONFLICT DO NOTHING); an invalid event is
+ * dead-lettered with its reason and never blocks the queue.
+ *
+ * @example
+ * const writer = createAuditWriter({ connection, pool });   // runs until writer.close()
+ */
+export function createAuditWriter(options: AuditWriterOptions): Worker {
+  const store = new AuditStore(options.pool, options.schema);
+  const worker = new Worker(
+    options.queueName ?? DEFAULT_AUDIT_QUEUE,
+    async (job) => {
+      if (job.name !== AUDIT_JOB_NAME) return { skipped: true };
+      const events = (job.data as { events?: unknown }).events;
+      const result = await store.writeBatch(Array.isArray(events) ? events : [job.data]);
+      if (result.deadLettered > 0) {
+        options.logger?.warn({ jobId: job.id, deadLettered: result.deadLettered }, 'audit events dead-lettered');
+      }
+      return result;
+    },
+    {
+      connection: options.connection,
+      concurrency: options.concurrency ?? 4,
+      ...(options.prefix ? { prefix: options.prefix } : {}),
+    },
+  );
+  worker.on('error', (err) => options.logger?.error({ err: err.message }, 'audit writer error'));
+  return worker;
+}

@@ -1,0 +1,61 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+
+/** What a redaction receipt says: which rules changed what, never the values. */
+export const redactionReceiptSchema = z
+  .object({
+    policyVersion: z.string(),
+    rules: z.array(z.string()),
+    paths: z.array(z.string()),
+    counts: z.record(z.string(), z.number()),
+  })
+  .passthrough();
+
+const id = (max: number) => z.string().min(1).max(max);
+
+/**
+ * An audit event: the seed's fields (eventId … createdAt) plus what reconstruction needs
+ * (operation, phase, epoch, attempt facts, job, sequence, redaction receipt). Unknown fields are
+ * refused. `details` has been redacted and allow-listed before it gets here.
+ */
+export const auditEventSchema = z
+  .object({
+    eventId: id(64),
+    taskId: id(200).optional(),
+    stepId: id(200).optional(),
+    operationId: id(255).optional(),
+    actorType: z.enum(['system', 'user', 'agent']),
+    actorId: id(200),
+    action: id(100),
+    resourceType: id(100),
+    resourceId: id(255),
+    decision: z.enum(['allow', 'deny', 'pending_confirmation']),
+    reasonCode: id(100).optional(),
+    beforeStateRef: id(255).optional(),
+    afterStateRef: id(255).optional(),
+    createdAt: z.iso.datetime({ offset: true }),
+    seq: z.number().int().min(0).optional(),
+    operation: id(200).optional(),
+    phase: z.enum(['intent', 'outcome']),
+    epoch: z.number().int().positive().optional(),
+    jobId: id(255).optional(),
+    queue: id(200).optional(),
+    attemptsMade: z.number().int().min(0).optional(),
+    attemptsStarted: z.number().int().min(0).optional(),
+    stalledCounter: z.number().int().min(0).optional(),
+    details: z.record(z.string(), z.unknown()).optional(),
+    redaction: redactionReceiptSchema.optional(),
+  })
+  .strict();
+
+export type AuditEvent = z.infer<typeof auditEventSchema>;
+
+/**
+ * Deterministic event id: the same transition (key, epoch, transition, sequence) always gets the
+ * same id, so a re-emit, a redelivered audit job and a backfill can never write it twice.
+ */
+export function eventIdFor(...parts: (string | number | undefined)[]): string {
+  const h = createHash('sha256');
+  for (const p of parts) h.update(String(p ?? '')).update('\u0000');
+  return h.digest('base64url').slice(0, 32);
+}

@@ -1,0 +1,109 @@
+import type pg from 'pg';
+import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
+import { type AuditEvent, auditEventSchema } from './audit-event.js';
+
+/** Columns of audit_events and the camelCase field each comes from. */
+const COLUMNS: [string, keyof AuditEvent, string][] = [
+  ['event_id', 'eventId', 'text'],
+  ['created_at', 'createdAt', 'timestamptz'],
+  ['seq', 'seq', 'int'],
+  ['task_id', 'taskId', 'text'],
+  ['step_id', 'stepId', 'text'],
+  ['operation_id', 'operationId', 'text'],
+  ['actor_type', 'actorType', 'text'],
+  ['actor_id', 'actorId', 'text'],
+  ['action', 'action', 'text'],
+  ['resource_type', 'resourceType', 'text'],
+  ['resource_id', 'resourceId', 'text'],
+  ['decision', 'decision', 'text'],
+  ['reason_code', 'reasonCode', 'text'],
+  ['before_state_ref', 'beforeStateRef', 'text'],
+  ['after_state_ref', 'afterStateRef', 'text'],
+  ['operation', 'operation', 'text'],
+  ['phase', 'phase', 'text'],
+  ['epoch', 'epoch', 'int'],
+  ['job_id', 'jobId', 'text'],
+  ['queue', 'queue', 'text'],
+  ['attempts_made', 'attemptsMade', 'int'],
+  ['attempts_started', 'attemptsStarted', 'int'],
+  ['stalled_counter', 'stalledCounter', 'int'],
+  ['details', 'details', 'jsonb'],
+  ['redaction', 'redaction', 'jsonb'],
+];
+
+export type WriteBatchResult = { inserted: number; duplicates: number; deadLettered: number };
+
+/**
+ * Postgres side of the audit trail. A batch is written with one multi-row statement
+ * (`jsonb_to_recordset`, one parameter however many events) and `ON CONFLICT DO NOTHING`, so a
+ * redelivered batch, a re-emit or a backfill never writes an event twice. An invalid event goes
+ * to the dead-letter table with its reason and never blocks the batch.
+ */
+export class AuditStore {
+  private readonly table: string;
+  private readonly deadLetter: string;
+  private readonly insertSql: string;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    schema: string = DEFAULT_SCHEMA,
+  ) {
+    const s = checkSchema(schema);
+    this.table = `${s}.audit_events`;
+    this.deadLetter = `${s}.audit_dead_letter`;
+    const cols = COLUMNS.map(([c]) => c).join(', ');
+    const typed = COLUMNS.map(([c, f, t]) => `"${f}" ${t}`).join(', ');
+    const select = COLUMNS.map(([c, f]) => `x."${f}"`).join(', ');
+    this.insertSql = `insert into ${this.table} (${cols})
+      select ${select} from jsonb_to_recordset($1::jsonb) as x(${typed})
+      on conflict do nothing`;
+  }
+
+  /** Validates and writes a batch; invalid events are dead-lettered. */
+  async writeBatch(raw: unknown[]): Promise<WriteBatchResult> {
+    const valid: AuditEvent[] = [];
+    const invalid: { event: unknown; reason: string }[] = [];
+    for (const e of raw) {
+      const parsed = auditEventSchema.safeParse(e);
+      if (parsed.success) valid.push(parsed.data);
+      else invalid.push({ event: e, reason: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') });
+    }
+    let inserted = 0;
+    if (valid.length > 0) {
+      const res = await this.pool.query({ name: `bqi_audit_insert_${this.table}`, text: this.insertSql, values: [JSON.stringify(valid)] });
+      inserted = res.rowCount ?? 0;
+    }
+    if (invalid.length > 0) {
+      await this.pool.query(
+        `insert into ${this.deadLetter} (event, reason) select x.event, x.reason from jsonb_to_recordset($1::jsonb) as x(event jsonb, reason text)`,
+        [JSON.stringify(invalid.map((i) => ({ event: safeJson(i.event), reason: i.reason.slice(0, 2000) })))],
+      );
+    }
+    return { inserted, duplicates: valid.length - inserted, deadLettered: invalid.length };
+  }
+
+  /** Events of a task, or of an operation key (with its steps), in causal order. */
+  async events(query: { taskId: string } | { operationKey: string }): Promise<AuditEvent[]> {
+    const select = COLUMNS.map(([c, f]) => `${c} as "${f}"`).join(', ');
+    const order = 'order by created_at, coalesce(epoch, 0), seq, event_id';
+    const res =
+      'taskId' in query
+        ? await this.pool.query(`select ${select} from ${this.table} where task_id = $1 ${order}`, [query.taskId])
+        : await this.pool.query(`select ${select} from ${this.table} where operation_id = $1 ${order}`, [query.operationKey]);
+    return res.rows.map((r) => {
+      const e: Record<string, unknown> = {};
+      for (const [, f] of COLUMNS) if (r[f] !== null && r[f] !== undefined) e[f] = r[f];
+      e.createdAt = (r.createdAt as Date).toISOString();
+      return e as AuditEvent;
+    });
+  }
+}
+
+function safeJson(v: unknown): unknown {
+  try {
+    JSON.stringify(v);
+    return v;
+  } catch {
+    return { unserialisable: String(v).slice(0, 200) };
+  }
+}

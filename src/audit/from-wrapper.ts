@@ -1,0 +1,72 @@
+import type { WrapperEvent, WrapperEventType } from '../worker/types.js';
+import { type AuditEvent, eventIdFor } from './audit-event.js';
+
+/** The ledger status a transition leaves behind (for the state refs). */
+const AFTER: Partial<Record<WrapperEventType, string>> = {
+  claimed: 'locked',
+  takeover: 'locked',
+  completed: 'completed',
+  replayed: 'completed',
+  failed: 'failed',
+  released: 'released',
+  unknown: 'unknown',
+  reconciled: 'completed',
+};
+
+/** Transitions the ledger itself records: one event per (key, epoch, type), derivable by backfill. */
+export const LEDGER_TRANSITIONS = new Set<WrapperEventType>(['claimed', 'takeover', 'completed', 'failed', 'released', 'unknown']);
+
+const INTENT = new Set<WrapperEventType>(['claimed', 'takeover', 'decision']);
+
+/** Sequence within an attempt, so events with the same database time sort in causal order. */
+function seqOf(e: WrapperEvent): number {
+  if (e.type === 'decision') return 1 + (e.seq ?? 0);
+  return INTENT.has(e.type) || !e.epoch ? 0 : 100_000;
+}
+
+/**
+ * Maps a wrapper event to an audit event (before redaction). Ids are deterministic: a ledger
+ * transition's id depends only on key, epoch and transition; a refusal or replay's on the job
+ * attempt; a decision's on the attempt and its sequence.
+ */
+export function auditEventFromWrapper(e: WrapperEvent, actorId: string): AuditEvent {
+  const subject = e.key ?? e.jobId ?? 'unknown';
+  const eventId = LEDGER_TRANSITIONS.has(e.type) && e.key && e.epoch
+    ? eventIdFor(e.key, e.epoch, e.type, e.stepId)
+    : e.type === 'decision'
+      ? eventIdFor(e.key, e.epoch, 'decision', e.seq)
+      : eventIdFor(subject, e.type, e.jobId, e.attemptsStarted, e.epoch, e.stepId);
+  const after = AFTER[e.type];
+  const decision = e.details as
+    | { action?: string; resourceType?: string; resourceId?: string; actorType?: AuditEvent['actorType']; actorId?: string }
+    | undefined;
+  const event: AuditEvent = {
+    eventId,
+    actorType: e.type === 'decision' ? (decision?.actorType ?? 'agent') : 'system',
+    actorId: e.type === 'decision' ? (decision?.actorId ?? e.operation) : actorId,
+    action: e.type === 'decision' ? (decision?.action ?? 'tool.decision') : `idempotency.${e.type}`,
+    resourceType: e.type === 'decision' ? (decision?.resourceType ?? 'operation') : 'idempotency_key',
+    resourceId: e.type === 'decision' ? (decision?.resourceId ?? subject) : subject,
+    decision: e.decision,
+    createdAt: (e.at ?? new Date()).toISOString(),
+    seq: seqOf(e),
+    operation: e.operation,
+    phase: INTENT.has(e.type) ? 'intent' : 'outcome',
+    attemptsMade: e.attemptsMade,
+    attemptsStarted: e.attemptsStarted,
+    stalledCounter: e.stalledCounter,
+  };
+  if (e.taskId) event.taskId = e.taskId;
+  if (e.stepId) event.stepId = e.stepId;
+  if (e.parentKey ?? e.key) event.operationId = (e.parentKey ?? e.key) as string;
+  if (e.reasonCode) event.reasonCode = e.reasonCode.slice(0, 100);
+  if (e.epoch) event.epoch = e.epoch;
+  if (e.jobId) event.jobId = e.jobId;
+  if (e.queue) event.queue = e.queue;
+  if (after && e.epoch) event.afterStateRef = `ledger:${after}@${e.epoch}`;
+  if (e.type === 'decision' && e.details) {
+    const { action: _a, resourceType: _t, resourceId: _i, actorType: _at, actorId: _ai, ...rest } = e.details;
+    if (Object.keys(rest).length > 0) event.details = rest;
+  }
+  return event;
+}

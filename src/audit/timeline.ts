@@ -1,0 +1,111 @@
+import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import type { AuditStore } from './audit-store.js';
+import type { LedgerRecord } from '../ledger/types.js';
+import type { AuditEvent } from './audit-event.js';
+
+/** One attempt of an operation (or step), as the events tell it. */
+export type TimelineAttempt = {
+  operationId: string;
+  stepId?: string;
+  epoch: number;
+  jobId?: string;
+  attemptsStarted?: number;
+  start: 'claimed' | 'takeover';
+  end?: string;
+  decisions: { action: string; decision: AuditEvent['decision']; reasonCode?: string }[];
+};
+
+/** The reconstructed story of a task or operation. */
+export type Timeline = {
+  events: AuditEvent[];
+  attempts: TimelineAttempt[];
+  replays: number;
+  takeovers: number;
+  finalStates: { key: string; status: string; epoch: number; stepId: string | null }[];
+};
+
+/** Builds the story from events (any arrival order) and the current ledger rows. */
+export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Timeline {
+  const ordered = [...events].sort(
+    (a, b) =>
+      a.createdAt.localeCompare(b.createdAt) ||
+      (a.epoch ?? 0) - (b.epoch ?? 0) ||
+      (a.seq ?? 0) - (b.seq ?? 0) ||
+      a.eventId.localeCompare(b.eventId),
+  );
+  const attempts = new Map<string, TimelineAttempt>();
+  let replays = 0;
+  let takeovers = 0;
+  for (const e of ordered) {
+    const type = e.action.startsWith('idempotency.') ? e.action.slice('idempotency.'.length) : 'decision';
+    const id = `${e.resourceType === 'idempotency_key' ? e.resourceId : e.operationId}|${e.epoch}`;
+    if (type === 'claimed' || type === 'takeover') {
+      if (type === 'takeover') takeovers++;
+      const at: TimelineAttempt = {
+        operationId: e.operationId ?? e.resourceId,
+        epoch: e.epoch ?? 0,
+        start: type,
+        decisions: [],
+      };
+      if (e.stepId) at.stepId = e.stepId;
+      if (e.jobId) at.jobId = e.jobId;
+      if (e.attemptsStarted !== undefined) at.attemptsStarted = e.attemptsStarted;
+      attempts.set(id, at);
+    } else if (type === 'replayed') {
+      replays++;
+    } else if (type === 'decision') {
+      const at = attempts.get(`${e.operationId}|${e.epoch}`);
+      const d: TimelineAttempt['decisions'][number] = { action: e.action, decision: e.decision };
+      if (e.reasonCode) d.reasonCode = e.reasonCode;
+      at?.decisions.push(d);
+    } else {
+      const at = attempts.get(id);
+      if (at && !at.end) at.end = type;
+    }
+  }
+  return {
+    events: ordered,
+    attempts: [...attempts.values()],
+    replays,
+    takeovers,
+    finalStates: records.map((r) => ({ key: r.key, status: r.status, epoch: r.epoch, stepId: r.stepId })),
+  };
+}
+
+/** A text rendering for the CLI: one line per event, then the final ledger states. */
+export function renderTimeline(t: Timeline): string {
+  const lines = t.events.map((e) => {
+    const who = `${e.actorType}:${e.actorId}`;
+    const where = [e.stepId ? `step ${e.stepId}` : '', e.epoch ? `epoch ${e.epoch}` : '', e.jobId ? `job ${e.jobId}` : '']
+      .filter(Boolean)
+      .join(', ');
+    return `${e.createdAt}  ${e.action.padEnd(28)} ${e.decision.padEnd(20)} ${e.reasonCode ?? ''}${where ? `  (${where})` : ''}  ${who}`;
+  });
+  lines.push('', `attempts: ${t.attempts.length}, takeovers: ${t.takeovers}, replays: ${t.replays}`);
+  for (const s of t.finalStates) lines.push(`final: ${s.key} ${s.status} (epoch ${s.epoch})`);
+  return lines.join('\n');
+}
+
+/**
+ * The ordered story of a task (`{ taskId }`) or of one operation (`{ operationKey }`, the
+ * bounded key): attempts, takeovers, replays, decisions and the final ledger states.
+ *
+ * @example
+ * const t = await timeline({ taskId: 'task-42' }, { store, ledger });
+ * console.log(renderTimeline(t));
+ */
+export async function timeline(
+  query: { taskId: string } | { operationKey: string },
+  deps: { store: AuditStore; ledger: PostgresLedger },
+): Promise<Timeline> {
+  const events = await deps.store.events(query);
+  const keys = new Set<string>();
+  for (const e of events) if (e.resourceType === 'idempotency_key') keys.add(e.resourceId);
+  if ('operationKey' in query) keys.add(query.operationKey);
+  const records: LedgerRecord[] = [];
+  for (const k of keys) {
+    const r = await deps.ledger.get(k);
+    if (r) records.push(r);
+  }
+  return buildTimeline(events, records);
+}
