@@ -1,7 +1,7 @@
 import { type ConnectionOptions, Worker } from 'bullmq';
 import type pg from 'pg';
-import { AUDIT_JOB_NAME } from '../src/audit/emitter.js';
 import { AuditStore } from '../src/audit/audit-store.js';
+import { AUDIT_JOB_NAME } from '../src/audit/emitter.js';
 import type { Logger } from '../src/worker/types.js';
 
 export const DEFAULT_AUDIT_QUEUE = 'bullmq-idempotency-audit';

@@ -53,7 +53,7 @@ export class AuditStore {
     this.deadLetter = `${s}.audit_dead_letter`;
     const cols = COLUMNS.map(([c]) => c).join(', ');
     const typed = COLUMNS.map(([c, f, t]) => `"${f}" ${t}`).join(', ');
-    const select = COLUMNS.map(([c, f]) => `x."${f}"`).join(', ');
+    const select = COLUMNS.map(([c, f]) => (c === 'seq' ? `coalesce(x."${f}", 0)` : `x."${f}"`)).join(', ');
     this.insertSql = `insert into ${this.table} (${cols})
       select ${select} from jsonb_to_recordset($1::jsonb) as x(${typed})
       on conflict do nothing`;
@@ -66,11 +66,19 @@ export class AuditStore {
     for (const e of raw) {
       const parsed = auditEventSchema.safeParse(e);
       if (parsed.success) valid.push(parsed.data);
-      else invalid.push({ event: e, reason: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') });
+      else
+        invalid.push({
+          event: e,
+          reason: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
+        });
     }
     let inserted = 0;
     if (valid.length > 0) {
-      const res = await this.pool.query({ name: `bqi_audit_insert_${this.table}`, text: this.insertSql, values: [JSON.stringify(valid)] });
+      const res = await this.pool.query({
+        name: `bqi_audit_insert_${this.table}`,
+        text: this.insertSql,
+        values: [JSON.stringify(valid)],
+      });
       inserted = res.rowCount ?? 0;
     }
     if (invalid.length > 0) {
@@ -89,7 +97,9 @@ export class AuditStore {
     const res =
       'taskId' in query
         ? await this.pool.query(`select ${select} from ${this.table} where task_id = $1 ${order}`, [query.taskId])
-        : await this.pool.query(`select ${select} from ${this.table} where operation_id = $1 ${order}`, [query.operationKey]);
+        : await this.pool.query(`select ${select} from ${this.table} where operation_id = $1 ${order}`, [
+            query.operationKey,
+          ]);
     return res.rows.map((r) => {
       const e: Record<string, unknown> = {};
       for (const [, f] of COLUMNS) if (r[f] !== null && r[f] !== undefined) e[f] = r[f];

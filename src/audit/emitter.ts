@@ -71,7 +71,10 @@ export class AuditEmitter implements AuditSink {
       clean = auditEventSchema.parse(this.opts.redact(event));
     } catch (err) {
       this.metrics.invalid++;
-      this.opts.logger?.error({ eventId: event.eventId, action: event.action, err: (err as Error).message }, 'audit event refused');
+      this.opts.logger?.error(
+        { eventId: event.eventId, action: event.action, err: (err as Error).message },
+        'audit event refused',
+      );
       return;
     }
     if (this.closed) {
@@ -114,7 +117,11 @@ export class AuditEmitter implements AuditSink {
       .update(events.map((e) => e.eventId).join(','))
       .digest('base64url')}`;
     const p = this.opts.queue
-      .add(AUDIT_JOB_NAME, { events }, { jobId, removeOnComplete: true, removeOnFail: 1000, attempts: 5, backoff: 1000 })
+      .add(
+        AUDIT_JOB_NAME,
+        { events },
+        { jobId, removeOnComplete: true, removeOnFail: 1000, attempts: 5, backoff: 1000 },
+      )
       .then(
         () => {
           this.metrics.enqueued += events.length;

@@ -14,7 +14,14 @@ const AFTER: Partial<Record<WrapperEventType, string>> = {
 };
 
 /** Transitions the ledger itself records: one event per (key, epoch, type), derivable by backfill. */
-export const LEDGER_TRANSITIONS = new Set<WrapperEventType>(['claimed', 'takeover', 'completed', 'failed', 'released', 'unknown']);
+export const LEDGER_TRANSITIONS = new Set<WrapperEventType>([
+  'claimed',
+  'takeover',
+  'completed',
+  'failed',
+  'released',
+  'unknown',
+]);
 
 const INTENT = new Set<WrapperEventType>(['claimed', 'takeover', 'decision']);
 
@@ -31,14 +38,21 @@ function seqOf(e: WrapperEvent): number {
  */
 export function auditEventFromWrapper(e: WrapperEvent, actorId: string): AuditEvent {
   const subject = e.key ?? e.jobId ?? 'unknown';
-  const eventId = LEDGER_TRANSITIONS.has(e.type) && e.key && e.epoch
-    ? eventIdFor(e.key, e.epoch, e.type, e.stepId)
-    : e.type === 'decision'
-      ? eventIdFor(e.key, e.epoch, 'decision', e.seq)
-      : eventIdFor(subject, e.type, e.jobId, e.attemptsStarted, e.epoch, e.stepId);
+  const eventId =
+    LEDGER_TRANSITIONS.has(e.type) && e.key && e.epoch
+      ? eventIdFor(e.key, e.epoch, e.type, e.stepId)
+      : e.type === 'decision'
+        ? eventIdFor(e.key, e.epoch, 'decision', e.seq)
+        : eventIdFor(subject, e.type, e.jobId, e.attemptsStarted, e.epoch, e.stepId);
   const after = AFTER[e.type];
   const decision = e.details as
-    | { action?: string; resourceType?: string; resourceId?: string; actorType?: AuditEvent['actorType']; actorId?: string }
+    | {
+        action?: string;
+        resourceType?: string;
+        resourceId?: string;
+        actorType?: AuditEvent['actorType'];
+        actorId?: string;
+      }
     | undefined;
   const event: AuditEvent = {
     eventId,

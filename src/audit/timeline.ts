@@ -1,7 +1,7 @@
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
-import type { AuditStore } from './audit-store.js';
 import type { LedgerRecord } from '../ledger/types.js';
 import type { AuditEvent } from './audit-event.js';
+import type { AuditStore } from './audit-store.js';
 
 /** One attempt of an operation (or step), as the events tell it. */
 export type TimelineAttempt = {
@@ -23,6 +23,9 @@ export type Timeline = {
   takeovers: number;
   finalStates: { key: string; status: string; epoch: number; stepId: string | null }[];
 };
+
+/** Events that end an attempt (others, like another job finding it in progress, do not). */
+const ENDINGS = new Set(['completed', 'failed', 'released', 'unknown', 'stale_completion', 'reconciled']);
 
 /** Builds the story from events (any arrival order) and the current ledger rows. */
 export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Timeline {
@@ -58,7 +61,7 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
       const d: TimelineAttempt['decisions'][number] = { action: e.action, decision: e.decision };
       if (e.reasonCode) d.reasonCode = e.reasonCode;
       at?.decisions.push(d);
-    } else {
+    } else if (ENDINGS.has(type)) {
       const at = attempts.get(id);
       if (at && !at.end) at.end = type;
     }
@@ -76,7 +79,11 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
 export function renderTimeline(t: Timeline): string {
   const lines = t.events.map((e) => {
     const who = `${e.actorType}:${e.actorId}`;
-    const where = [e.stepId ? `step ${e.stepId}` : '', e.epoch ? `epoch ${e.epoch}` : '', e.jobId ? `job ${e.jobId}` : '']
+    const where = [
+      e.stepId ? `step ${e.stepId}` : '',
+      e.epoch ? `epoch ${e.epoch}` : '',
+      e.jobId ? `job ${e.jobId}` : '',
+    ]
       .filter(Boolean)
       .join(', ');
     return `${e.createdAt}  ${e.action.padEnd(28)} ${e.decision.padEnd(20)} ${e.reasonCode ?? ''}${where ? `  (${where})` : ''}  ${who}`;

@@ -429,6 +429,8 @@ export class AttemptRunner<I, R, DB> {
       ...(a.taskId ? { taskId: a.taskId } : {}),
       ...a.facts,
       ...extra,
+      // Database time of the transition when the ledger gave one; otherwise the time of emission.
+      at: extra.at ?? new Date(),
     });
   }
 }

@@ -13,7 +13,9 @@ export class LeaseLostError extends Error {
   }
 }
 
-type LockView = { client: Promise<{ get(key: string): Promise<string | null> }>; toKey(type: string): string };
+type RedisGet = { get(key: string): Promise<string | null> };
+/** What a job's queue exposes (BullMQ 5: `client`; BullMQ 6: `backend.client`). */
+type LockView = { client?: Promise<RedisGet>; backend?: { client?: Promise<RedisGet> }; toKey(type: string): string };
 
 /**
  * Renews the ledger lease while a processor runs (every lease/3), and watches BullMQ's job lock.
@@ -79,8 +81,10 @@ export class LeaseKeeper {
 
   private async holdsBullLock(): Promise<boolean> {
     const queue = (this.job as unknown as { queue?: LockView } | undefined)?.queue;
-    if (!queue?.client || typeof queue.toKey !== 'function' || !this.token || !this.job?.id) return true;
-    const client = await queue.client;
+    const clientPromise = queue?.backend?.client ?? queue?.client;
+    // A sandboxed job has no queue here: BullMQ's lock is not visible, the ledger lease still fences.
+    if (!clientPromise || typeof queue?.toKey !== 'function' || !this.token || !this.job?.id) return true;
+    const client = await clientPromise;
     const lock = await client.get(`${queue.toKey(this.job.id)}:lock`);
     return lock === this.token;
   }

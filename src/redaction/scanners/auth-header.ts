@@ -1,0 +1,58 @@
+import { marker, type Scanner } from './scanner.js';
+
+/** The scheme, then a bounded gap, then a run of token68 characters (RFC 7235). */
+const AUTH = /\b(Bearer|Basic|Token)([ \t]{1,4})([A-Za-z0-9._~+/-]{8,}=*)/gi;
+const DIGIT = /[0-9]/;
+const SYMBOL = /[_~+/=-]/;
+const UPPER = /[A-Z]/;
+const LOWER = /[a-z]/;
+const BASIC_DECODED = /^[\x20-\x7e]{1,512}$/;
+
+/**
+ * A word after "Bearer" ("Bearer instruments", "Token expired.") is prose; a token has a digit,
+ * or symbols in mixed case, or is long.
+ */
+function tokenLike(token: string): boolean {
+  return (
+    DIGIT.test(token) ||
+    (token.length >= 16 && SYMBOL.test(token) && UPPER.test(token) && LOWER.test(token)) ||
+    token.length >= 24
+  );
+}
+
+function trimDots(run: string): string {
+  let end = run.length;
+  while (end > 0 && run.charCodeAt(end - 1) === 46) end--;
+  return run.slice(0, end);
+}
+
+/** True when a Basic credential decodes to printable `user:password`. */
+function basicLike(token: string): boolean {
+  const decoded = Buffer.from(token, 'base64').toString('latin1');
+  return decoded.includes(':') && BASIC_DECODED.test(decoded);
+}
+
+/** Authorization values: `Bearer <token>`, `Token <token>`, `Basic <base64 user:password>`. */
+export const authHeaderScanner: Scanner = {
+  id: 'auth_header',
+  applies: (text) =>
+    text.length >= 14 &&
+    (text.includes('earer') ||
+      text.includes('EARER') ||
+      text.includes('asic') ||
+      text.includes('ASIC') ||
+      text.includes('oken') ||
+      text.includes('OKEN')),
+  scan(text, sink) {
+    return text.replace(AUTH, (m, scheme: string, gap: string, run: string) => {
+      // A full stop after the token ends the sentence; it is not part of the credential.
+      const token = trimDots(run);
+      if (token.length < 8) return m;
+      const basic = scheme.toLowerCase() === 'basic';
+      if (!(basic ? basicLike(token) || tokenLike(token) : tokenLike(token))) return m;
+      const rule = basic ? 'basic_auth' : 'bearer_token';
+      sink.hit(rule);
+      return scheme + gap + marker(rule) + run.slice(token.length);
+    });
+  },
+};

@@ -1,0 +1,104 @@
+import { shannonEntropy } from './checksums.js';
+import { marker, type Scanner } from './scanner.js';
+import { F_ASSIGN } from './text-features.js';
+
+/**
+ * `<secret-ish name><name tail> [:=] <value>` in logs, URLs, env dumps, YAML and (escaped) JSON.
+ * The tail and the gaps are bounded, so a start that fails costs a bounded number of steps; the
+ * value is a run with nothing after it, so a match never backtracks into it.
+ */
+const PAIR =
+  /(pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|signing[_-]?key|auth(?:orization)?|credentials?|session[_-]?id|cookie)([A-Za-z0-9_-]{0,24})(\\?["']?[ \t]{0,3}[:=][ \t]{0,3})(\\?"[^"\\\r\n]+|\\?'[^'\\\r\n]+|[^\s"'`\\,;&<>()[\]{}]+)/gi;
+
+/** Names whose value is a secret whatever it looks like. */
+const STRONG = /^(?:pass|pwd|secret|private|signing|authorization|credential|cookie)/i;
+/** A tail that turns the name into metadata about the secret (`token_type`, `password_length`). */
+const METADATA_TAILS = new Set([
+  'name',
+  'names',
+  'type',
+  'kind',
+  'count',
+  'length',
+  'len',
+  'ttl',
+  'expiry',
+  'expires',
+  'expiresat',
+  'expiresin',
+  'version',
+  'ref',
+  'arn',
+  'id',
+  'ids',
+  'url',
+  'uri',
+  'path',
+  'file',
+  'policy',
+  'usage',
+  'hint',
+  'limit',
+  'max',
+  'min',
+  'required',
+  'less',
+]);
+const PLACEHOLDERS = new Set(['null', 'undefined', 'none', 'true', 'false', 'redacted', 'required', 'missing']);
+const AWS_SECRET = /^[A-Za-z0-9/+=]{40}$/;
+
+/** How many of lower, upper, digit, other a value mixes. */
+function charClasses(value: string): number {
+  return (
+    (/[a-z]/.test(value) ? 1 : 0) +
+    (/[A-Z]/.test(value) ? 1 : 0) +
+    (/[0-9]/.test(value) ? 1 : 0) +
+    (/[^A-Za-z0-9]/.test(value) ? 1 : 0)
+  );
+}
+
+const MASK = /^\*+$/;
+
+/** `[redacted:…]`, `*****`, `${ENV}`, `{{var}}`, `null`: references and masks, not secrets. */
+function isPlaceholder(value: string): boolean {
+  return (
+    value.startsWith('[redacted:') ||
+    value.startsWith('${') ||
+    value.startsWith('{{') ||
+    MASK.test(value) ||
+    PLACEHOLDERS.has(value.toLowerCase())
+  );
+}
+
+/**
+ * Rule id for a pair, or undefined when the value is not a secret. Strong names (password,
+ * secret, private key, authorization, cookie) take any real value of 4+ characters; weak ones
+ * (token, api key, access key, session id, auth) need a high-entropy value, so that
+ * `max_tokens=1024` and `auth: required` stay.
+ */
+function classify(name: string, tail: string, value: string): string | undefined {
+  const tailKey = tail.replace(/[^A-Za-z0-9]/g, '').toLowerCase();
+  if (METADATA_TAILS.has(tailKey)) return undefined;
+  if (value.length < 4 || isPlaceholder(value)) return undefined;
+  if (name.toLowerCase() === 'secret' && tailKey === 'accesskey' && AWS_SECRET.test(value)) return 'aws_secret_key';
+  if (STRONG.test(name)) return 'secret_pair';
+  if (value.length >= 12 && charClasses(value) >= 2 && shannonEntropy(value) >= 3) return 'secret_pair';
+  return undefined;
+}
+
+/** Generic `name=value` / `"name": "value"` secrets: secret-ish name, and a secret-looking value. */
+export const secretPairScanner: Scanner = {
+  id: 'secret_pair',
+  applies: (text, f) => text.length >= 7 && (f & F_ASSIGN) !== 0,
+  scan(text, sink) {
+    return text.replace(PAIR, (m, name: string, tail: string, sep: string, raw: string) => {
+      // Keep an opening quote (and its escape) so that the surrounding JSON stays well-formed.
+      const open =
+        raw.startsWith('\\"') || raw.startsWith("\\'") ? 2 : raw.startsWith('"') || raw.startsWith("'") ? 1 : 0;
+      const rule = classify(name, tail, raw.slice(open));
+      if (!rule) return m;
+      sink.hit(rule);
+      return name + tail + sep + raw.slice(0, open) + marker(rule);
+    });
+  },
+};

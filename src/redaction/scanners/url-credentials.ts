@@ -1,0 +1,20 @@
+import { marker, type Scanner } from './scanner.js';
+
+/**
+ * `scheme://user:password@host`: the password goes, the user stays. Starts only right after
+ * `://`, and both parts are bounded, so each start costs a bounded number of steps.
+ */
+const URL_CREDENTIALS = /(?<=:\/\/)([^\s:@/?#[\]]{1,256}):([^\s@/?#]{1,256})@/g;
+
+/** Passwords in connection strings and URLs (`postgres://app:hunter2@db/prod`). */
+export const urlCredentialsScanner: Scanner = {
+  id: 'url_credentials',
+  applies: (text) => text.includes('://'),
+  scan(text, sink) {
+    return text.replace(URL_CREDENTIALS, (m, user: string, password: string) => {
+      if (password.startsWith('[redacted:')) return m;
+      sink.hit('url_credentials');
+      return `${user}:${marker('url_credentials')}@`;
+    });
+  },
+};

@@ -1,0 +1,219 @@
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createAuditWriter } from '../jobs/audit-writer.js';
+import { type AuditEvent, auditEventSchema, eventIdFor } from '../src/audit/audit-event.js';
+import { AuditStore } from '../src/audit/audit-store.js';
+import { AuditEmitter } from '../src/audit/emitter.js';
+import { buildTimeline, renderTimeline, timeline } from '../src/audit/timeline.js';
+import { defineOperation, RetryableError, withIdempotency } from '../src/index.js';
+import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import type { WrapperEvent } from '../src/worker/types.js';
+import { bull, settled } from './helpers/bullmq.js';
+import { TestContext, waitFor } from './helpers/context.js';
+
+const t = new TestContext('audit');
+const b = bull(t);
+let ledger: PostgresLedger;
+let store: AuditStore;
+
+beforeAll(async () => {
+  await t.setup();
+  ledger = t.ledger();
+  store = new AuditStore(ledger.pool, t.schema);
+});
+afterAll(async () => {
+  await ledger.close();
+  await t.teardown();
+});
+
+const passThrough = (e: AuditEvent) => e;
+
+function event(over: Partial<AuditEvent> = {}): AuditEvent {
+  return {
+    eventId: eventIdFor('k', Math.random()),
+    actorType: 'system',
+    actorId: 'worker:1',
+    action: 'idempotency.claimed',
+    resourceType: 'idempotency_key',
+    resourceId: 'acme:order%3A1:v1',
+    decision: 'allow',
+    createdAt: new Date().toISOString(),
+    phase: 'intent',
+    taskId: 'task-pipeline',
+    ...over,
+  };
+}
+
+async function count(where = "task_id = 'task-pipeline'"): Promise<number> {
+  return Number((await t.query(`select count(*)::int as n from ${t.schema}.audit_events where ${where}`)).rows[0]?.n);
+}
+
+describe('audit pipeline', () => {
+  it('emitter → audit queue → writer → Postgres, in batches, never twice, invalid events dead-lettered', async () => {
+    const queue = b.queue('audit');
+    const emitter = new AuditEmitter({ queue, pool: ledger.pool, schema: t.schema, redact: passThrough, maxBatch: 50 });
+    const writer = createAuditWriter({
+      connection: { url: t.redisUrl },
+      pool: ledger.pool,
+      schema: t.schema,
+      queueName: 'audit',
+      prefix: t.prefix,
+    });
+    t.track(
+      'audit writer',
+      () => !writer.isRunning(),
+      () => writer.close(),
+    );
+    const events = Array.from({ length: 120 }, (_, i) => event({ seq: i }));
+    for (const e of events) emitter.record(e);
+    for (const e of events.slice(0, 10)) emitter.record(e); // re-emitted: same ids
+    await emitter.flush();
+    await waitFor(async () => (await count()) === 120, '120 events written');
+    expect(emitter.metrics).toMatchObject({ emitted: 130, enqueued: 130, invalid: 0, dropped: 0 });
+    expect(emitter.metrics.batches).toBe(3);
+    // A redelivered batch writes nothing new; a bad event is dead-lettered, the rest still land.
+    const again = await store.writeBatch([...events.slice(0, 5), { eventId: 'x' }, event({ taskId: 'task-dl' })]);
+    expect(again).toEqual({ inserted: 1, duplicates: 5, deadLettered: 1 });
+    const dl = await t.query(`select reason from ${t.schema}.audit_dead_letter`);
+    expect(dl.rows[0]?.reason).toMatch(/actorType/);
+    // The emitter refuses an invalid event up front and counts it.
+    emitter.record({ ...event(), decision: 'maybe' } as unknown as AuditEvent);
+    expect(emitter.metrics.invalid).toBe(1);
+    await emitter.close();
+    await writer.close();
+    await queue.close();
+  });
+
+  it('when Redis refuses a batch it goes to the Postgres outbox: nothing lost', async () => {
+    const dead = new Redis({
+      port: 1,
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    dead.on('error', () => {});
+    const queue = new Queue('audit-dead', { connection: dead });
+    queue.on('error', () => {});
+    const emitter = new AuditEmitter({ queue, pool: ledger.pool, schema: t.schema, redact: passThrough, maxBatch: 10 });
+    for (let i = 0; i < 25; i++) emitter.record(event({ taskId: 'task-outbox', seq: i }));
+    await emitter.close();
+    expect(emitter.metrics).toMatchObject({ emitted: 25, outboxed: 25, dropped: 0 });
+    const rows = await t.query(`select jsonb_array_length(events)::int as n, reason from ${t.schema}.audit_outbox`);
+    expect(rows.rows.reduce((n, r) => n + r.n, 0)).toBe(25);
+    expect(rows.rows[0]?.reason).toMatch(/enqueue failed/);
+    await queue.close().catch(() => {});
+    dead.disconnect();
+  });
+});
+
+describe('reconstruction', () => {
+  it('a failed attempt, a lost lock and takeover, a denied tool call and a replay reconstruct in order, whatever the write order', async () => {
+    const input = z.object({ order: z.string() });
+    const op = defineOperation({
+      name: 'assets.create',
+      namespace: 'acme/assets.create',
+      version: 'v1',
+      input,
+      effect: (i) => i,
+      resourceKey: (i) => `order:${i.order}`,
+      retention: '1h',
+      lease: '800ms',
+      downstream: 'idempotent',
+    });
+    const captured: WrapperEvent[] = [];
+    const sink = { emit: (e: WrapperEvent) => captured.push(e) };
+    const timing = { lockDuration: 1500, stalledInterval: 300, maxStalledCount: 5 };
+    let calls = 0;
+    let releaseFirst: () => void = () => {};
+    const firstBlocked = new Promise<void>((r) => {
+      releaseFirst = r;
+    });
+    let stuckStarted: () => void = () => {};
+    const stuck = new Promise<void>((r) => {
+      stuckStarted = r;
+    });
+    const processor = async (_i: z.output<typeof input>, ctx: Parameters<Parameters<typeof withIdempotency>[1]>[1]) => {
+      calls++;
+      if (calls === 1) throw new RetryableError('upstream timeout');
+      if (calls === 2) {
+        ctx.audit({ action: 'tool.delete_bucket', decision: 'deny', reasonCode: 'POLICY_PROTECTED_RESOURCE' });
+        stuckStarted();
+        await firstBlocked; // ignores its signal, returns late
+        return { assetId: 'late' };
+      }
+      ctx.audit({ action: 'tool.create_asset', decision: 'allow' });
+      return { assetId: 'as_1' };
+    };
+    const q = b.queue('story');
+    const w1 = b.worker('story', withIdempotency(op, processor, { ledger, audit: sink, worker: timing }), timing);
+    const { jobId, key, idempotencyKey } = await op.enqueue(
+      q,
+      { order: 'o-story' },
+      {
+        taskId: 'task-story',
+        jobOptions: { attempts: 3, backoff: 10 },
+        worker: timing,
+      },
+    );
+    await stuck;
+    // The first worker loses its lock (as when its event loop stalls): BullMQ hands the job on.
+    await w1.pause(true).catch(() => {});
+    const lockKey = `${t.prefix}:story:${jobId}:lock`;
+    const redis = t.redis();
+    await redis.del(lockKey);
+    const w2 = b.worker('story', withIdempotency(op, processor, { ledger, audit: sink, worker: timing }), timing);
+    const done = await settled(q, jobId, 15_000);
+    expect(done.state).toBe('completed');
+    releaseFirst();
+    await waitFor(() => captured.some((e) => e.type === 'stale_completion'), 'the late completion to be refused');
+    // A replay: the same intent enqueued again under another job id.
+    const again = await q.add('create', { order: 'o-story' }, { jobId: 'again' });
+    await settled(q, again.id as string);
+    for (const w of [w1, w2]) await w.close();
+    await q.close();
+    await redis.quit();
+
+    // Write the captured events in a shuffled order, over several batches.
+    const store2 = store;
+    const { auditEventFromWrapper } = await import('../src/audit/from-wrapper.js');
+    const events = captured.map((e) =>
+      auditEventSchema.parse(auditEventFromWrapper({ ...e, taskId: 'task-story' }, 'worker:test')),
+    );
+    const shuffled = [...events].sort(() => Math.random() - 0.5);
+    for (let i = 0; i < shuffled.length; i += 3) await store2.writeBatch(shuffled.slice(i, i + 3));
+    await store2.writeBatch(shuffled); // and once more: no duplicates
+
+    const story = await timeline({ taskId: 'task-story' }, { store, ledger });
+    const actions = story.events.map((e) => `${e.action}${e.epoch ? `@${e.epoch}` : ''}`);
+    expect(actions).toEqual([
+      'idempotency.claimed@1',
+      'idempotency.released@1',
+      'idempotency.claimed@2',
+      'tool.delete_bucket@2',
+      'idempotency.in_progress@2',
+      ...actions.slice(5, actions.indexOf('idempotency.takeover@3')).map(() => 'idempotency.in_progress@2'),
+      'idempotency.takeover@3',
+      'tool.create_asset@3',
+      'idempotency.completed@3',
+      'idempotency.stale_completion@2',
+      'idempotency.replayed@3',
+    ]);
+    expect(story.takeovers).toBe(1);
+    expect(story.replays).toBe(1);
+    expect(story.attempts.map((a) => [a.epoch, a.start, a.end])).toEqual([
+      [1, 'claimed', 'released'],
+      [2, 'claimed', 'stale_completion'],
+      [3, 'takeover', 'completed'],
+    ]);
+    expect(story.attempts[1]?.decisions).toEqual([
+      { action: 'tool.delete_bucket', decision: 'deny', reasonCode: 'POLICY_PROTECTED_RESOURCE' },
+    ]);
+    expect(story.finalStates).toEqual([{ key: idempotencyKey, status: 'completed', epoch: 3, stepId: null }]);
+    expect(renderTimeline(story)).toMatch(/idempotency\.takeover .* \(epoch 3, job/);
+    expect(buildTimeline(shuffled, []).events.map((e) => e.eventId)).toEqual(story.events.map((e) => e.eventId));
+    expect(key.resourceKey).toBe('order:o-story');
+  });
+});
