@@ -33,6 +33,9 @@ export function ledgerMigration(schema: string) {
         .addColumn('task_id', 'text')
         .addColumn('step_id', 'text')
         .addColumn('created_at', 'timestamptz', (c) => c.notNull())
+        // When the current epoch was claimed: the audit backfill derives that event's time from it.
+        .addColumn('claimed_at', 'timestamptz', (c) => c.notNull())
+        .addColumn('claim_transition', 'text', (c) => c.notNull())
         .addColumn('updated_at', 'timestamptz', (c) => c.notNull())
         .addColumn('completed_at', 'timestamptz')
         .addColumn('expires_at', 'timestamptz')

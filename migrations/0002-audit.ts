@@ -38,7 +38,9 @@ export function auditMigration(schema: string) {
         received_at timestamptz not null default now(),
         primary key (event_id, created_at)
       )`.execute(db);
-      await sql`create index audit_events_task_idx on ${t('audit_events')} (task_id, created_at) where task_id is not null`.execute(db);
+      await sql`create index audit_events_task_idx on ${t('audit_events')} (task_id, created_at) where task_id is not null`.execute(
+        db,
+      );
       await sql`create index audit_events_operation_idx on ${t('audit_events')} (operation_id, created_at)`.execute(db);
       await sql`create table ${t('audit_outbox')} (
         id bigserial primary key,

@@ -11,6 +11,7 @@ const AFTER: Partial<Record<WrapperEventType, string>> = {
   released: 'released',
   unknown: 'unknown',
   reconciled: 'completed',
+  invalidated: 'invalidated',
 };
 
 /** Transitions the ledger itself records: one event per (key, epoch, type), derivable by backfill. */

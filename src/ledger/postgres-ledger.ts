@@ -441,7 +441,8 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
   }
 }
 
-function toRecord(row: Row): LedgerRecord {
+/** Maps a raw `idempotency_ledger` row (snake_case) to a record. */
+export function toRecord(row: Row): LedgerRecord {
   return {
     key: row.key as string,
     namespace: row.namespace as string,
@@ -465,6 +466,8 @@ function toRecord(row: Row): LedgerRecord {
     stepId: (row.step_id as string | null) ?? null,
     createdAt: row.created_at as Date,
     updatedAt: row.updated_at as Date,
+    claimedAt: row.claimed_at as Date,
+    claimTransition: row.claim_transition as Transition,
     completedAt: (row.completed_at as Date | null) ?? null,
     expiresAt: (row.expires_at as Date | null) ?? null,
   };

@@ -38,9 +38,11 @@ export function ledgerStatements(table: string) {
 cur as (select l.*, i.fingerprint as want from ${table} l join i on l.key = i.key),
 ins as (
   insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch, downstream,
-    lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at, updated_at)
+    lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at, updated_at,
+    claimed_at, claim_transition)
   select i.key, i.namespace, i.resource_key, i.version, i.operation, i.fingerprint, 'locked', 1, i.downstream, i.owner,
-    ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, 'claimed', i.job_id, i.queue, i.task_id, i.step_id, ${N}, ${N}
+    ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, 'claimed', i.job_id, i.queue, i.task_id, i.step_id, ${N}, ${N},
+    ${N}, 'claimed'
   from i
   where not exists (select 1 from cur c where c.key = i.key and not ${claimable('c', 'c.want', N)})
   order by i.key
@@ -65,7 +67,12 @@ ins as (
     result = null, retryable = null, completed_at = null, expires_at = null,
     job_id = excluded.job_id, queue = excluded.queue,
     task_id = coalesce(excluded.task_id, l.task_id), step_id = coalesce(excluded.step_id, l.step_id),
-    updated_at = excluded.updated_at
+    updated_at = excluded.updated_at, claimed_at = excluded.claimed_at,
+    claim_transition = case l.status
+      when 'locked' then case when l.downstream = 'none' then 'takeover_unknown' else 'takeover' end
+      when 'released' then 'reclaimed'
+      when 'invalidated' then 'reclaimed_after_invalidation'
+      else 'reclaimed_after_expiry' end
   where ${claimable('l', 'excluded.fingerprint', N)}
   returning ${returning}
 )

@@ -116,6 +116,9 @@ export type LedgerRecord = {
   stepId: string | null;
   createdAt: Date;
   updatedAt: Date;
+  /** When the current epoch was claimed, and how. */
+  claimedAt: Date;
+  claimTransition: Transition;
   completedAt: Date | null;
   expiresAt: Date | null;
 };

@@ -27,6 +27,9 @@ export type WrapperEventType =
   | 'invalid_input'
   | 'stale_completion'
   | 'reconciled'
+  | 'invalidated'
+  | 'resolved'
+  | 'swept'
   | 'decision';
 
 export type WrapperEvent = {

@@ -1,0 +1,84 @@
+import { type ConnectionOptions, type Queue, Worker } from 'bullmq';
+import { eventIdFor } from '../src/audit/audit-event.js';
+import type { AuditEmitter } from '../src/audit/emitter.js';
+import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import type { Logger } from '../src/worker/types.js';
+
+export const DEFAULT_SWEEPER_QUEUE = 'bullmq-idempotency-sweeper';
+export const SWEEPER_SCHEDULER_ID = 'ledger-sweeper';
+
+export type SweepOptions = {
+  /** Rows deleted per statement (each a short transaction). @defaultValue 1000 */
+  batchSize?: number;
+  /** Upper bound of statements per run. @defaultValue 1000 */
+  maxBatches?: number;
+  emitter?: AuditEmitter;
+  /** Identifies the run in its summary event. */
+  runId?: string;
+};
+
+/**
+ * Deletes expired terminal rows in bounded batches (never locked or unknown rows; rows another
+ * transaction holds are skipped) and records one summary audit event per run.
+ */
+export async function sweepLedger(
+  ledger: PostgresLedger,
+  opts: SweepOptions = {},
+): Promise<{ deleted: number; batches: number }> {
+  const batchSize = opts.batchSize ?? 1000;
+  const maxBatches = opts.maxBatches ?? 1000;
+  let deleted = 0;
+  let batches = 0;
+  while (batches < maxBatches) {
+    const n = await ledger.sweepExpired(batchSize);
+    batches++;
+    deleted += n;
+    if (n < batchSize) break;
+  }
+  const runId = opts.runId ?? `${Date.now()}`;
+  opts.emitter?.record({
+    eventId: eventIdFor('sweep', ledger.schema, runId),
+    actorType: 'system',
+    actorId: 'ledger-sweeper',
+    action: 'idempotency.swept',
+    resourceType: 'ledger',
+    resourceId: ledger.schema,
+    decision: 'allow',
+    createdAt: new Date().toISOString(),
+    phase: 'outcome',
+    details: { deleted, batches },
+  });
+  return { deleted, batches };
+}
+
+/** Schedules the sweeper with a BullMQ job scheduler (upserted: safe to call on every start). */
+export async function scheduleLedgerSweeper(queue: Queue, everyMs = 60_000): Promise<void> {
+  await queue.upsertJobScheduler(
+    SWEEPER_SCHEDULER_ID,
+    { every: everyMs },
+    { name: 'sweep', opts: { removeOnComplete: 100, removeOnFail: 100 } },
+  );
+}
+
+export function createSweeperWorker(options: {
+  connection: ConnectionOptions;
+  ledger: PostgresLedger;
+  prefix?: string;
+  queueName?: string;
+  emitter?: AuditEmitter;
+  batchSize?: number;
+  logger?: Logger;
+}): Worker {
+  const worker = new Worker(
+    options.queueName ?? DEFAULT_SWEEPER_QUEUE,
+    async (job) =>
+      sweepLedger(options.ledger, {
+        ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+        ...(options.emitter ? { emitter: options.emitter } : {}),
+        runId: job.id ?? String(job.timestamp),
+      }),
+    { connection: options.connection, concurrency: 1, ...(options.prefix ? { prefix: options.prefix } : {}) },
+  );
+  worker.on('error', (err) => options.logger?.error({ err: err.message }, 'sweeper worker error'));
+  return worker;
+}
