@@ -98,11 +98,17 @@ export class TestContext {
   async teardown(): Promise<void> {
     const leaked = this.resources.filter((r) => !r.closed());
     for (const r of leaked) await r.close().catch(() => {});
-    const rows = await this.query<{ n: string }>(
-      'select count(*) as n from pg_stat_activity where application_name = $1',
-      [this.tag],
-    );
-    const open = Number(rows.rows[0]?.n ?? 0);
+    // pool.end() resolves before the server has dropped the backends: allow a moment, then judge.
+    let open = 0;
+    const deadline = Date.now() + 5_000;
+    do {
+      const rows = await this.query<{ n: string }>(
+        'select count(*) as n from pg_stat_activity where application_name = $1',
+        [this.tag],
+      );
+      open = Number(rows.rows[0]?.n ?? 0);
+      if (open > 0) await new Promise((r) => setTimeout(r, 50));
+    } while (open > 0 && Date.now() < deadline);
     await this.query(`drop schema if exists ${this.schema} cascade`);
     await this.admin?.end();
     const redis = new Redis(this.redisUrl);
