@@ -13,12 +13,9 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const childScript = fileURLToPath(new URL('./helpers/migrate-child.ts', import.meta.url));
 const migrationNames = Object.keys(allMigrations('any_schema'));
 const LEDGER = 'idempotency_ledger';
-const LEDGER_INDEXES = [
-  'idempotency_ledger_attention_idx',
-  'idempotency_ledger_expires_idx',
-  'idempotency_ledger_pkey',
-  'idempotency_ledger_task_idx',
-];
+const AUDIT_TABLES = ['audit_backfill_checkpoint', 'audit_dead_letter', 'audit_events', 'audit_outbox'];
+const LIBRARY_TABLES = [LEDGER, ...AUDIT_TABLES];
+const LEDGER_INDEXES = ['idempotency_ledger_expires_idx', 'idempotency_ledger_pkey', 'idempotency_ledger_task_idx'];
 /** Schemas created by this file besides t.schema; dropped in afterAll. */
 const extraSchemas: string[] = [];
 
@@ -83,7 +80,7 @@ describe('migrate up, down and up again', () => {
     expect(first.error).toBeUndefined();
     expect(first.results).toEqual(migrationNames.map(up));
     expect(await schemaExists(schema)).toBe(true);
-    expect(await tablesOf(schema)).toEqual([MIGRATION_TABLE, MIGRATION_LOCK_TABLE, LEDGER].sort());
+    expect(await tablesOf(schema)).toEqual([MIGRATION_TABLE, MIGRATION_LOCK_TABLE, ...LIBRARY_TABLES].sort());
     expect(await indexesOf(schema)).toEqual(LEDGER_INDEXES);
     expect(await migrationRows(schema)).toEqual(migrationNames.map((name) => ({ name, n: 1 })));
     // The bookkeeping lives in the chosen schema only: nothing was added to public.
@@ -93,14 +90,14 @@ describe('migrate up, down and up again', () => {
     // The ledger is usable: its checks accept a valid row.
     await t.query(
       `insert into ${schema}.${LEDGER} (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
-         downstream, retention_ms, last_transition, created_at, updated_at)
-       values ('k', 'n', 'r', 'v', 'op', 'f', 'locked', 1, 'idempotent', 1000, 'claim', now(), now())`,
+         downstream, retention_ms, last_transition, created_at, updated_at, claimed_at, claim_transition)
+       values ('k', 'n', 'r', 'v', 'op', 'f', 'locked', 1, 'idempotent', 1000, 'claimed', now(), now(), now(), 'claimed')`,
     );
     await expect(
       t.query(
         `insert into ${schema}.${LEDGER} (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
-           downstream, retention_ms, last_transition, created_at, updated_at)
-         values ('k2', 'n', 'r', 'v', 'op', 'f', 'bogus', 1, 'idempotent', 1000, 'claim', now(), now())`,
+           downstream, retention_ms, last_transition, created_at, updated_at, claimed_at, claim_transition)
+         values ('k2', 'n', 'r', 'v', 'op', 'f', 'bogus', 1, 'idempotent', 1000, 'claimed', now(), now(), now(), 'claimed')`,
       ),
     ).rejects.toThrow(/check constraint/);
 
@@ -118,7 +115,7 @@ describe('migrate up, down and up again', () => {
 
     const second = await migrate({ connectionString: t.databaseUrl, schema });
     expect(second.results).toEqual(migrationNames.map(up));
-    expect(await tablesOf(schema)).toEqual([MIGRATION_TABLE, MIGRATION_LOCK_TABLE, LEDGER].sort());
+    expect(await tablesOf(schema)).toEqual([MIGRATION_TABLE, MIGRATION_LOCK_TABLE, ...LIBRARY_TABLES].sort());
     expect(await indexesOf(schema)).toEqual(LEDGER_INDEXES);
     expect(await migrationRows(schema)).toEqual(migrationNames.map((name) => ({ name, n: 1 })));
     // The re-created table is empty: down really dropped it.
@@ -132,7 +129,8 @@ describe('migrate up, down and up again', () => {
     const result = await migrate({ connectionString: t.databaseUrl, schema, to: 'down' });
     expect(result.results).toEqual([down(last)]);
     expect(await migrationRows(schema)).toEqual(migrationNames.slice(0, -1).map((name) => ({ name, n: 1 })));
-    expect(await tablesOf(schema)).not.toContain(LEDGER);
+    expect(await tablesOf(schema)).toContain(LEDGER);
+    expect(await tablesOf(schema)).not.toContain('audit_events');
   });
 
   it('keeps two schemas independent', async () => {
@@ -225,7 +223,7 @@ describe('concurrent migrate from separate OS processes', () => {
     expect(await migrationRows(schema)).toEqual(migrationNames.map((name) => ({ name, n: 1 })));
     const total = await t.query<{ n: number }>(`select count(*)::int as n from ${schema}.${MIGRATION_TABLE}`);
     expect(total.rows[0]?.n).toBe(migrationNames.length);
-    expect(await tablesOf(schema)).toEqual([MIGRATION_TABLE, MIGRATION_LOCK_TABLE, LEDGER].sort());
+    expect(await tablesOf(schema)).toEqual([MIGRATION_TABLE, MIGRATION_LOCK_TABLE, ...LIBRARY_TABLES].sort());
     expect(await indexesOf(schema)).toEqual(LEDGER_INDEXES);
   });
 });
