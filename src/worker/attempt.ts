@@ -15,6 +15,8 @@ import { boundedKey, type IdempotencyKey, parseIdempotencyKey } from '../keys/id
 import type { ClaimOutcome, RecordedError } from '../ledger/types.js';
 import type { Operation } from '../operation/define-operation.js';
 import { assertRetentionCovers, BULLMQ_DEFAULTS, retryWindowMs } from '../operation/retry-window.js';
+import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
+import { redactString } from '../redaction/redact-string.js';
 import { bullmqSignal, unrecoverable } from './bullmq-signals.js';
 import { classifyError, type ErrorClass } from './classify.js';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -43,6 +45,7 @@ export class AttemptRunner<I, R, DB> {
   private readonly owner: string;
   private readonly db: Kysely<DB>;
   private readonly pollMs: number;
+  private readonly policy: RedactionPolicy;
 
   constructor(
     private readonly op: Operation,
@@ -51,6 +54,7 @@ export class AttemptRunner<I, R, DB> {
   ) {
     this.owner = deps.owner ?? `${hostname()}:${process.pid}`;
     this.db = (deps.db ?? deps.ledger.db) as Kysely<DB>;
+    this.policy = deps.redaction ?? DEFAULT_REDACTION_POLICY;
     this.pollMs = deps.inProgressPollMs ?? Math.min(1000, Math.max(50, Math.floor(op.leaseMs / 10)));
     const lockDuration = deps.worker?.lockDuration ?? BULLMQ_DEFAULTS.lockDuration;
     if (op.leaseMs >= lockDuration) {
@@ -65,6 +69,15 @@ export class AttemptRunner<I, R, DB> {
   }
 
   async run(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<unknown> {
+    try {
+      return await this.attempt(job, token, signal);
+    } catch (err) {
+      // Whatever BullMQ gets is stored in Redis (failedReason, stacktrace): scrub it first.
+      throw scrubError(err, this.policy);
+    }
+  }
+
+  private async attempt(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<unknown> {
     const facts = {
       attemptsMade: job.attemptsMade ?? 0,
       attemptsStarted: job.attemptsStarted ?? 0,
@@ -87,7 +100,10 @@ export class AttemptRunner<I, R, DB> {
       if (!isIdempotencyError(err)) throw err;
       const type: WrapperEventType = err.code === 'IDEMPOTENCY_MISSING_KEY' ? 'missing_key' : 'invalid_input';
       this.emit({ job, facts }, type, 'deny', { reasonCode: err.code });
-      this.deps.logger?.warn({ jobId: job.id, code: err.code, err: err.message }, 'job refused before any side effect');
+      this.deps.logger?.warn(
+        { jobId: job.id, code: err.code, err: redactString(err.message, this.policy) },
+        'job refused before any side effect',
+      );
       throw unrecoverable(err);
     }
 
@@ -267,7 +283,9 @@ export class AttemptRunner<I, R, DB> {
     }
     if (cls === 'wait' || cls === 'retryable') throw err;
     if (cls === 'terminal') {
-      throw bullmqSignal(err) === 'unrecoverable' ? err : unrecoverable(asIdempotencyError(err, toRecordedError(err)));
+      throw bullmqSignal(err) === 'unrecoverable'
+        ? err
+        : unrecoverable(asIdempotencyError(err, toRecordedError(err, this.policy)));
     }
     throw unrecoverable(err instanceof UnknownOutcomeError ? err : new UnknownOutcomeError({ key: a.k, epoch }));
   }
@@ -280,7 +298,7 @@ export class AttemptRunner<I, R, DB> {
     cls: Exclude<ErrorClass, 'reconcile'>,
   ): Promise<void> {
     const { ledger } = this.deps;
-    const error = toRecordedError(err);
+    const error = toRecordedError(err, this.policy);
     if (cls === 'unknown') return this.markUnknown(a, epoch, error);
     const at =
       cls === 'wait'
@@ -440,15 +458,27 @@ function asIdempotencyError(err: unknown, error: RecordedError): IdempotencyErro
   return new IdempotencyError('IDEMPOTENCY_RECORDED_FAILURE', `${error.code}: ${error.message}`, { error });
 }
 
-/** A thrown value as the ledger records it: a code and a bounded message, never a stack. */
-export function toRecordedError(err: unknown): RecordedError {
+/** A thrown value as the ledger records it: a code and a scrubbed, bounded message, never a stack. */
+export function toRecordedError(err: unknown, policy: RedactionPolicy): RecordedError {
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code;
     return {
-      code: typeof code === 'string' && code ? code : err.name || 'Error',
-      message: err.message,
+      code: typeof code === 'string' && code ? code.slice(0, 100) : err.name || 'Error',
+      message: redactString(err.message, policy),
       name: err.name,
     };
   }
-  return { code: 'NON_ERROR_THROWN', message: String(err) };
+  return { code: 'NON_ERROR_THROWN', message: redactString(String(err), policy) };
+}
+
+/**
+ * Scrubs an error's message and stack in place (and its causes'), except BullMQ's control-flow
+ * errors, which BullMQ recognises by name or message and which carry no user data.
+ */
+export function scrubError(err: unknown, policy: RedactionPolicy, depth = 0): unknown {
+  if (!(err instanceof Error) || bullmqSignal(err) === 'wait' || depth > 3) return err;
+  err.message = redactString(err.message, policy);
+  if (err.stack) err.stack = redactString(err.stack, policy);
+  if (err.cause !== undefined) scrubError(err.cause, policy, depth + 1);
+  return err;
 }

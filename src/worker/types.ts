@@ -3,6 +3,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { IdempotencyKey } from '../keys/idempotency-key.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import type { RetryJobOptions, WorkerTiming } from '../operation/retry-window.js';
+import type { RedactionPolicy } from '../redaction/define-policy.js';
 
 /** A pino-compatible logger; the library logs nothing when none is given. */
 export type Logger = {
@@ -107,6 +108,11 @@ export type ProcessorContext<DB = unknown> = {
 
 export type WithIdempotencyOptions<DB = unknown> = {
   ledger: PostgresLedger;
+  /**
+   * Scrubs error messages and stacks before they reach the ledger, BullMQ (Redis) and logs.
+   * @defaultValue DEFAULT_REDACTION_POLICY (value scanners; an ephemeral HMAC key)
+   */
+  redaction?: RedactionPolicy;
   /** Audit sink; events are dropped when none is given. */
   audit?: AuditSink;
   logger?: Logger;
