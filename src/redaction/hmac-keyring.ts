@@ -10,6 +10,12 @@ const HMAC_REF = /^hmac:([A-Za-z0-9._-]{1,32}):([A-Za-z0-9_-]{43})$/;
 const OPAQUE_REF = /^ref:([A-Za-z0-9._-]{1,32}):([A-Za-z0-9_-]{22})$/;
 /** 22 base64url characters = 132 bits: unguessable, yet short enough to read in an audit row. */
 const OPAQUE_LENGTH = 22;
+/**
+ * Identifier refs are memoised: the same user and customer ids recur in event after event, and an
+ * HMAC costs microseconds. Bounded in entries and in the length of what is cached.
+ */
+const MAX_CACHED_IDS = 20_000;
+const MAX_CACHED_ID_LENGTH = 128;
 
 /**
  * The policy's HMAC-SHA-256 keys. The first key makes new references; every key is still
@@ -22,6 +28,7 @@ export class HmacKeyring {
   readonly currentId: string;
   readonly ids: readonly string[];
   readonly #keys: Map<string, KeyObject>;
+  readonly #idRefs = new Map<string, string>();
 
   constructor(keys: readonly HmacKeyInput[]) {
     const first = keys[0];
@@ -42,7 +49,14 @@ export class HmacKeyring {
 
   /** `hmac:<keyId>:<43 chars>` for an identifier. */
   identifierRef(value: string): string {
-    return `hmac:${this.currentId}:${this.digest('identifier', value)}`;
+    const cached = this.#idRefs.get(value);
+    if (cached !== undefined) return cached;
+    const ref = `hmac:${this.currentId}:${this.digest('identifier', value)}`;
+    if (value.length <= MAX_CACHED_ID_LENGTH) {
+      if (this.#idRefs.size >= MAX_CACHED_IDS) this.#idRefs.clear();
+      this.#idRefs.set(value, ref);
+    }
+    return ref;
   }
 
   /** `ref:<keyId>:<22 chars>` for a credential reference. */
@@ -61,6 +75,7 @@ export class HmacKeyring {
    * trusted: it is hashed again like any other value.
    */
   recognise(value: string, kind: 'hmac' | 'ref'): string | undefined {
+    if (!value.startsWith(kind === 'hmac' ? 'hmac:' : 'ref:')) return undefined;
     const m = (kind === 'hmac' ? HMAC_REF : OPAQUE_REF).exec(value);
     return m && this.#keys.has(m[1]!) ? m[1] : undefined;
   }

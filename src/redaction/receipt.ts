@@ -32,6 +32,10 @@ export function formatPath(root: string, segments: readonly PathSegment[]): stri
   return out;
 }
 
+function byRule([a]: [string, number], [b]: [string, number]): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 /**
  * Collects hits during one walk. Allocates nothing until the first hit, because most values of
  * most events are clean.
@@ -48,10 +52,10 @@ export class ReceiptBuilder {
     readonly maxPaths: number,
   ) {}
 
-  /** Records one hit of `rule` at `path`. */
-  hit(rule: string, path: readonly PathSegment[]): void {
+  /** Records `times` hits of `rule` at `path`. */
+  hit(rule: string, path: readonly PathSegment[], times = 1): void {
     this.#counts ??= new Map();
-    this.#counts.set(rule, (this.#counts.get(rule) ?? 0) + 1);
+    this.#counts.set(rule, (this.#counts.get(rule) ?? 0) + times);
     const p = formatPath(this.root, path);
     this.#paths ??= new Set();
     if (this.#paths.has(p)) return;
@@ -66,7 +70,10 @@ export class ReceiptBuilder {
   }
 
   build(): RedactionReceipt {
-    const counts = [...(this.#counts ?? [])].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    if (this.#counts === undefined && this.#keyIds === undefined) {
+      return { policyVersion: this.policyVersion, rules: [], paths: [], counts: {}, keyIds: [] };
+    }
+    const counts = [...(this.#counts ?? [])].sort(byRule);
     const receipt: RedactionReceipt = {
       policyVersion: this.policyVersion,
       rules: counts.map(([rule]) => rule),
@@ -94,7 +101,7 @@ export function mergeReceipts(first: RedactionReceipt, ...rest: RedactionReceipt
     for (const k of r.keyIds) keyIds.add(k);
     truncated ||= r.truncated === true;
   }
-  const sorted = [...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const sorted = [...counts].sort(byRule);
   const merged: RedactionReceipt = {
     policyVersion: first.policyVersion,
     rules: sorted.map(([rule]) => rule),

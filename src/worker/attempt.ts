@@ -16,6 +16,7 @@ import type { ClaimOutcome, RecordedError } from '../ledger/types.js';
 import type { Operation } from '../operation/define-operation.js';
 import { assertRetentionCovers, BULLMQ_DEFAULTS, retryWindowMs } from '../operation/retry-window.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
+import { redact } from '../redaction/redact.js';
 import { redactString } from '../redaction/redact-string.js';
 import { bullmqSignal, unrecoverable } from './bullmq-signals.js';
 import { classifyError, type ErrorClass } from './classify.js';
@@ -195,7 +196,7 @@ export class AttemptRunner<I, R, DB> {
           const done = await this.db.transaction().execute(async (trx) => {
             const value = await fn(trx);
             // Fenced like any completion: a stale epoch rolls back fn's writes with it.
-            return ledger.complete(a.k, epoch, this.op.parseResult(value), trx as unknown as Kysely<unknown>);
+            return ledger.complete(a.k, epoch, this.resultToRecord(value), trx as unknown as Kysely<unknown>);
           });
           recorded = done; // only once the transaction has committed
           this.emit(a, 'completed', 'allow', { epoch, at: done.at });
@@ -234,7 +235,7 @@ export class AttemptRunner<I, R, DB> {
   private async record(a: Attempt, epoch: number, value: unknown): Promise<unknown> {
     const { ledger } = this.deps;
     try {
-      const done = await ledger.complete(a.k, epoch, this.op.parseResult(value));
+      const done = await ledger.complete(a.k, epoch, this.resultToRecord(value));
       this.emit(a, 'completed', 'allow', { epoch, at: done.at });
       return done.result;
     } catch (err) {
@@ -255,6 +256,16 @@ export class AttemptRunner<I, R, DB> {
       }
       throw err;
     }
+  }
+
+  /**
+   * What the ledger records, and so what this and every later attempt returns: the result checked
+   * against the operation's schema, then redacted (secrets dropped, identifiers as keyed refs,
+   * personal data masked), since results are persisted in Postgres and in BullMQ's Redis.
+   */
+  private resultToRecord(value: unknown): unknown {
+    const checked = this.op.parseResult(value);
+    return this.deps.redactResults === false ? checked : redact(checked, this.policy).value;
   }
 
   /** Classifies a processor error into a ledger outcome, then lets BullMQ act on it. */
@@ -325,7 +336,7 @@ export class AttemptRunner<I, R, DB> {
     if (!hook) return undefined;
     const found = await hook({ input, key: a.key, idempotencyKey: a.k, signal });
     if (found.committed === true) {
-      const done = await this.deps.ledger.complete(a.k, epoch, this.op.parseResult(found.result));
+      const done = await this.deps.ledger.complete(a.k, epoch, this.resultToRecord(found.result));
       this.emit(a, 'reconciled', 'allow', { epoch, at: done.at, reasonCode: 'RECONCILED_COMMITTED' });
       return { result: done.result };
     }

@@ -113,6 +113,12 @@ export type WithIdempotencyOptions<DB = unknown> = {
    * @defaultValue DEFAULT_REDACTION_POLICY (value scanners; an ephemeral HMAC key)
    */
   redaction?: RedactionPolicy;
+  /**
+   * Redact results with the policy before they are recorded (and returned). Turn off only for
+   * results that can carry no secret or personal data and must stay byte-for-byte.
+   * @defaultValue true
+   */
+  redactResults?: boolean;
   /** Audit sink; events are dropped when none is given. */
   audit?: AuditSink;
   logger?: Logger;

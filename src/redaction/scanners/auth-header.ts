@@ -1,7 +1,8 @@
 import { marker, type Scanner } from './scanner.js';
+import { F_SPACE } from './text-features.js';
 
 /** The scheme, then a bounded gap, then a run of token68 characters (RFC 7235). */
-const AUTH = /\b(Bearer|Basic|Token)([ \t]{1,4})([A-Za-z0-9._~+/-]{8,}=*)/gi;
+const AUTH = /(?<![A-Za-z0-9_\]])(Bearer|Basic|Token)([ \t]{1,4})([A-Za-z0-9._~+/-]{8,}=*)/gi;
 const DIGIT = /[0-9]/;
 const SYMBOL = /[_~+/=-]/;
 const UPPER = /[A-Z]/;
@@ -35,14 +36,17 @@ function basicLike(token: string): boolean {
 /** Authorization values: `Bearer <token>`, `Token <token>`, `Basic <base64 user:password>`. */
 export const authHeaderScanner: Scanner = {
   id: 'auth_header',
-  applies: (text) =>
-    text.length >= 14 &&
-    (text.includes('earer') ||
-      text.includes('EARER') ||
-      text.includes('asic') ||
-      text.includes('ASIC') ||
-      text.includes('oken') ||
-      text.includes('OKEN')),
+  allOf: F_SPACE,
+  anyOf: 0,
+  minLength: 14,
+  minDigits: 0,
+  mayMatch: (text) =>
+    text.includes('earer') ||
+    text.includes('EARER') ||
+    text.includes('asic') ||
+    text.includes('ASIC') ||
+    text.includes('oken') ||
+    text.includes('OKEN'),
   scan(text, sink) {
     return text.replace(AUTH, (m, scheme: string, gap: string, run: string) => {
       // A full stop after the token ends the sentence; it is not part of the credential.

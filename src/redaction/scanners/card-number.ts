@@ -1,12 +1,12 @@
 import { luhnValid } from './checksums.js';
-import { digitCount } from './text-features.js';
 import type { Scanner } from './scanner.js';
 
 /**
  * 13 to 19 digits, each optionally preceded by one space or dash. Every repetition must consume a
- * digit, so there is one way to match; the look-around is checked at most 19 times per start.
+ * digit, so there is one way to match; the look-around is checked at most 19 times per start. Not
+ * next to a letter, so the digit groups of a UUID or a hex digest are not taken for a card.
  */
-const CARD = /(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])/g;
+const CARD = /(?<![0-9A-Za-z\]])[0-9](?:[ -]?[0-9]){12,18}(?![0-9A-Za-z[])/g;
 
 /** True when the issuer prefix and the length fit a real card scheme (epoch-ms timestamps do not). */
 export function cardIssuerValid(d: string): boolean {
@@ -42,24 +42,35 @@ export function cardMarker(digits: string): string {
   return `[card …${digits.slice(-4)}]`;
 }
 
+/** More digit groups than this is a list of numbers, not a printed card (4-4-4-4-3 has five). */
+const MAX_GROUPS = 8;
+
 /**
- * The card inside a candidate: the whole digit run, else a window that starts and ends at a
- * separator (`4111-1111-1111-1111-99`). Returns [start, end) offsets in the candidate.
+ * The card inside a candidate: the whole digit run, else a run of whole groups
+ * (`4111-1111-1111-1111-99` holds a card in its first four groups). Returns [start, end)
+ * offsets in the candidate. At most 36 windows are tried, so a long list of digits stays cheap.
  */
 function findCard(candidate: string): [number, number] | undefined {
-  const digits = candidate.replace(/[ -]/g, '');
-  if (isCardNumber(digits)) return [0, candidate.length];
-  const bounds = [0];
-  for (let i = 0; i < candidate.length; i++) {
-    const c = candidate.charCodeAt(i);
-    if (c === 32 || c === 45) bounds.push(i, i + 1);
+  const compact = candidate.replaceAll(' ', '').replaceAll('-', '');
+  if (isCardNumber(compact)) return [0, candidate.length];
+  const separators = candidate.length - compact.length;
+  if (separators === 0 || separators >= MAX_GROUPS) return undefined;
+  const groups: { start: number; end: number; from: number; to: number }[] = [];
+  let start = 0;
+  let digits = 0;
+  for (let i = 0; i <= candidate.length; i++) {
+    const c = i < candidate.length ? candidate.charCodeAt(i) : 32;
+    if (c === 32 || c === 45) {
+      groups.push({ start, end: i, from: digits - (i - start), to: digits });
+      start = i + 1;
+    } else digits++;
   }
-  bounds.push(candidate.length);
-  for (let a = 0; a < bounds.length; a += 2) {
-    for (let b = bounds.length - 1; b > a; b -= 2) {
-      const start = bounds[a]!;
-      const end = bounds[b]!;
-      if (isCardNumber(candidate.slice(start, end).replace(/[ -]/g, ''))) return [start, end];
+  for (let a = 0; a < groups.length; a++) {
+    for (let b = groups.length - 1; b >= a; b--) {
+      const first = groups[a]!;
+      const last = groups[b]!;
+      const n = last.to - first.from;
+      if (n >= 13 && n <= 19 && isCardNumber(compact.slice(first.from, last.to))) return [first.start, last.end];
     }
   }
   return undefined;
@@ -68,14 +79,18 @@ function findCard(candidate: string): [number, number] | undefined {
 /** Payment card numbers, with or without separators, Luhn- and issuer-checked. */
 export const cardScanner: Scanner = {
   id: 'card',
-  applies: (_text, f) => digitCount(f) >= 13,
+  allOf: 0,
+  anyOf: 0,
+  minLength: 13,
+  minDigits: 13,
   scan(text, sink) {
     return text.replace(CARD, (m) => {
       const found = findCard(m);
       if (!found) return m;
       const [start, end] = found;
       sink.hit('card');
-      return m.slice(0, start) + cardMarker(m.slice(start, end).replace(/[ -]/g, '')) + m.slice(end);
+      const digits = m.slice(start, end).replaceAll(' ', '').replaceAll('-', '');
+      return m.slice(0, start) + cardMarker(digits) + m.slice(end);
     });
   },
 };

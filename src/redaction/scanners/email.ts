@@ -1,12 +1,12 @@
-import { F_AT } from './text-features.js';
 import type { Scanner } from './scanner.js';
+import { F_AT, F_DOT } from './text-features.js';
 
 /**
  * A local part, `@`, and dot-separated domain labels. The look-behind starts a match only at the
  * beginning of a local-part run (not after `@` or `*`, so a masked address is never matched
  * again); the labels are bounded and separated by dots, so nothing backtracks far.
  */
-const EMAIL = /(?<![A-Za-z0-9._%+\-@*])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}/g;
+const EMAIL = /(?<![A-Za-z0-9._%+\-@*\]])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}/g;
 const TLD = /^[A-Za-z]{2,24}$/;
 
 /** `jane.doe@example.com` → `j***@example.com`: the domain stays readable, the person does not. */
@@ -17,7 +17,10 @@ export function maskEmail(local: string, domain: string): string {
 /** E-mail addresses, masked (not removed) so that an auditor still sees which domain was involved. */
 export const emailScanner: Scanner = {
   id: 'email',
-  applies: (text, f) => text.length >= 6 && (f & F_AT) !== 0,
+  allOf: F_AT | F_DOT,
+  anyOf: 0,
+  minLength: 6,
+  minDigits: 0,
   scan(text, sink) {
     return text.replace(EMAIL, (m) => {
       const at = m.indexOf('@');

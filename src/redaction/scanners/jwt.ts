@@ -1,10 +1,11 @@
 import { marker, type Scanner } from './scanner.js';
+import { F_DOT } from './text-features.js';
 
 /**
  * A run that starts with `eyJ` (base64url of `{"`) and holds a dot. The look-behind makes a
  * match start only at the beginning of a base64url run, so a run is walked once (linear).
  */
-const JWT_CANDIDATE = /(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_.-]{2,}/g;
+const JWT_CANDIDATE = /(?<![A-Za-z0-9_\]-])eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_.-]{2,}/g;
 const MAX_HEADER = 4096;
 
 /** True when `part` is base64url of a JSON object with a string `alg` (a JOSE header). */
@@ -27,7 +28,11 @@ function joseHeader(part: string): { enc: boolean } | undefined {
  */
 export const jwtScanner: Scanner = {
   id: 'jwt',
-  applies: (text) => text.length >= 20 && text.includes('eyJ'),
+  allOf: F_DOT,
+  anyOf: 0,
+  minLength: 20,
+  minDigits: 0,
+  mayMatch: (text) => text.includes('eyJ'),
   scan(text, sink) {
     return text.replace(JWT_CANDIDATE, (m) => {
       const parts = m.split('.');

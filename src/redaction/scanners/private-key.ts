@@ -1,4 +1,5 @@
 import { marker, type Scanner } from './scanner.js';
+import { F_DASH } from './text-features.js';
 
 const BEGIN = '-----BEGIN ';
 const DASHES = '-----';
@@ -12,7 +13,11 @@ const MAX_LABEL = 64;
  */
 export const privateKeyScanner: Scanner = {
   id: 'private_key',
-  applies: (text) => text.includes('-----BEGIN'),
+  allOf: F_DASH,
+  anyOf: 0,
+  minLength: 40,
+  minDigits: 0,
+  mayMatch: (text) => text.includes('-----BEGIN'),
   scan(text, sink) {
     let i = text.indexOf(BEGIN);
     let out = '';

@@ -7,7 +7,7 @@ import { F_DASH, F_UPPER } from './text-features.js';
  * inside a word. Which provider it is, and whether the body is plausible, is decided in code.
  */
 const TOKEN =
-  /(?<![A-Za-z0-9])(?:gh[pousr]_|github_pat_|glpat-|xox[abposr]-|[rs]k_(?:live|test)_|whsec_|sk-|AKIA|ASIA|AIza|npm_)[A-Za-z0-9_-]{10,}/g;
+  /(?<![A-Za-z0-9\]])(?:gh[pousr]_|github_pat_|glpat-|xox[abposr]-|[rs]k_(?:live|test)_|whsec_|sk-|AKIA|ASIA|AIza|npm_)[A-Za-z0-9_-]{10,}/g;
 
 const ALNUM = /^[A-Za-z0-9]+$/;
 const AWS_ID_BODY = /^[A-Z0-9]{16}$/;
@@ -48,7 +48,10 @@ function classify(m: string): string | undefined {
  */
 export const providerTokenScanner: Scanner = {
   id: 'provider_token',
-  applies: (text, f) => text.length >= 14 && (f & (F_DASH | F_UPPER)) !== 0,
+  allOf: 0,
+  anyOf: F_DASH | F_UPPER,
+  minLength: 14,
+  minDigits: 0,
   scan(text, sink) {
     return text.replace(TOKEN, (m) => {
       const rule = classify(m);

@@ -21,7 +21,8 @@ export type ScannerId = (typeof SCANNER_IDS)[number];
 export type HitSink = { hit(rule: string): void };
 
 /**
- * A value scanner: a cheap pre-check on the text's features, then a linear-time replacement.
+ * A value scanner: pre-conditions on the text's features (checked as plain numbers, so a clean
+ * text costs a few integer comparisons per scanner), then a linear-time replacement.
  *
  * Every pattern is written so that each start position costs a bounded number of steps or only
  * starts at the beginning of a run (a look-behind), which keeps a scan linear in the text length:
@@ -30,8 +31,14 @@ export type HitSink = { hit(rule: string): void };
  */
 export type Scanner = {
   readonly id: ScannerId;
-  /** False when the scanner cannot match a text with these features (see `textFeatures`). */
-  applies(text: string, features: number): boolean;
+  /** Feature flags (see `textFeatures`) that must all be present for a match to be possible. */
+  readonly allOf: number;
+  /** Feature flags of which at least one must be present (0: no such condition). */
+  readonly anyOf: number;
+  readonly minLength: number;
+  readonly minDigits: number;
+  /** A last cheap test (a substring search), run only when the flag checks pass. */
+  readonly mayMatch?: (text: string) => boolean;
   /** The text with every match replaced by its marker; the same string when nothing matched. */
   scan(text: string, sink: HitSink): string;
 };
@@ -40,3 +47,10 @@ export type Scanner = {
 export function marker(rule: string): string {
   return `[redacted:${rule}]`;
 }
+
+/*
+ * Why the look-arounds also refuse `]` before and `[` after a match: markers begin with `[` and
+ * end with `]`. A candidate refused in the first pass because it touched a character that a
+ * replacement then turned into `]` must be refused in the second pass too, or redacting twice
+ * would differ from redacting once.
+ */

@@ -44,7 +44,22 @@ const METADATA_TAILS = new Set([
   'required',
   'less',
 ]);
-const PLACEHOLDERS = new Set(['null', 'undefined', 'none', 'true', 'false', 'redacted', 'required', 'missing']);
+/** Values that are no secret: empty markers, and the scheme word of `Authorization: Bearer …` (the auth scanner takes the token). */
+const PLACEHOLDERS = new Set([
+  'null',
+  'undefined',
+  'none',
+  'true',
+  'false',
+  'redacted',
+  'required',
+  'missing',
+  'bearer',
+  'basic',
+  'token',
+  'digest',
+  'negotiate',
+]);
 const AWS_SECRET = /^[A-Za-z0-9/+=]{40}$/;
 
 /** How many of lower, upper, digit, other a value mixes. */
@@ -57,15 +72,19 @@ function charClasses(value: string): number {
   );
 }
 
-const MASK = /^\*+$/;
+/** What the other scanners leave behind; a value holding one was already redacted. */
+const MARKER = /\[(?:redacted:|card …|iban |phone …)|\*\*\*/;
 
-/** `[redacted:…]`, `*****`, `${ENV}`, `{{var}}`, `null`: references and masks, not secrets. */
+/**
+ * `[redacted:…]`, `j***@…`, `*****`, `${ENV}`, `{{var}}`, `null`: masks, markers and references,
+ * not secrets. Skipping values that hold a marker also keeps redaction idempotent: a second pass
+ * must not judge `[card …7388]` where the first judged the digits.
+ */
 function isPlaceholder(value: string): boolean {
   return (
-    value.startsWith('[redacted:') ||
     value.startsWith('${') ||
     value.startsWith('{{') ||
-    MASK.test(value) ||
+    MARKER.test(value) ||
     PLACEHOLDERS.has(value.toLowerCase())
   );
 }
@@ -89,7 +108,10 @@ function classify(name: string, tail: string, value: string): string | undefined
 /** Generic `name=value` / `"name": "value"` secrets: secret-ish name, and a secret-looking value. */
 export const secretPairScanner: Scanner = {
   id: 'secret_pair',
-  applies: (text, f) => text.length >= 7 && (f & F_ASSIGN) !== 0,
+  allOf: F_ASSIGN,
+  anyOf: 0,
+  minLength: 7,
+  minDigits: 0,
   scan(text, sink) {
     return text.replace(PAIR, (m, name: string, tail: string, sep: string, raw: string) => {
       // Keep an opening quote (and its escape) so that the surrounding JSON stays well-formed.

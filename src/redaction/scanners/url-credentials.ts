@@ -1,4 +1,5 @@
 import { marker, type Scanner } from './scanner.js';
+import { F_ASSIGN } from './text-features.js';
 
 /**
  * `scheme://user:password@host`: the password goes, the user stays. Starts only right after
@@ -9,7 +10,11 @@ const URL_CREDENTIALS = /(?<=:\/\/)([^\s:@/?#[\]]{1,256}):([^\s@/?#]{1,256})@/g;
 /** Passwords in connection strings and URLs (`postgres://app:hunter2@db/prod`). */
 export const urlCredentialsScanner: Scanner = {
   id: 'url_credentials',
-  applies: (text) => text.includes('://'),
+  allOf: F_ASSIGN,
+  anyOf: 0,
+  minLength: 10,
+  minDigits: 0,
+  mayMatch: (text) => text.includes('://'),
   scan(text, sink) {
     return text.replace(URL_CREDENTIALS, (m, user: string, password: string) => {
       if (password.startsWith('[redacted:')) return m;

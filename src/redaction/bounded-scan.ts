@@ -1,0 +1,29 @@
+import type { PolicyEngine } from './policy-engine.js';
+import { scanText } from './scanners/scan-text.js';
+import type { HitSink } from './scanners/scanner.js';
+
+/** How far back from the limit a cut may move to land on whitespace. */
+const MAX_BACKTRACK = 4096;
+
+function isSpace(c: number): boolean {
+  return c === 32 || c === 10 || c === 13 || c === 9;
+}
+
+/**
+ * Scans a free text (an error message, a stack, a log message), cutting it at the policy's
+ * string limit first. The cut moves back to whitespace so that no token is split into a half
+ * the scanners no longer recognise; a text without whitespace near the limit loses the whole run
+ * (fail closed).
+ */
+export function scanBounded(engine: PolicyEngine, text: string, sink: HitSink): string {
+  const max = engine.limits.maxStringLength;
+  if (text.length <= max) return scanText(text, engine.scanners, sink);
+  let cut = max;
+  while (cut > 0 && max - cut < MAX_BACKTRACK && !isSpace(text.charCodeAt(cut))) cut--;
+  if (!isSpace(text.charCodeAt(cut))) cut = 0;
+  sink.hit('limit.truncated');
+  return `${scanText(text.slice(0, cut), engine.scanners, sink)}…[truncated ${text.length - cut} chars]`;
+}
+
+/** A sink that drops hits, for callers that want only the scrubbed text. */
+export const NO_HITS: HitSink = { hit() {} };

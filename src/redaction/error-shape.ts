@@ -1,0 +1,84 @@
+import { scanBounded } from './bounded-scan.js';
+import type { PolicyEngine } from './policy-engine.js';
+import { scanText } from './scanners/scan-text.js';
+import type { HitSink } from './scanners/scanner.js';
+
+/** A scrubbed error, fit for the ledger's error column, BullMQ's `failedReason` and logs. */
+export type RedactedError = {
+  name: string;
+  /** The error's `code` when it is a short identifier-like string or a number. */
+  code?: string;
+  message: string;
+  stack?: string;
+  cause?: RedactedError;
+};
+
+/** Options of `redactError`. */
+export type RedactErrorOptions = {
+  /**
+   * Keep the (scrubbed) stack.
+   * @defaultValue true
+   */
+  stack?: boolean;
+  /**
+   * How many `cause` levels to follow.
+   * @defaultValue 3
+   */
+  maxCauseDepth?: number;
+};
+
+const SAFE_NAME = /^[A-Za-z_$][A-Za-z0-9_$.]{0,63}$/;
+const SAFE_CODE = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+type ErrorLike = { name?: unknown; message?: unknown; code?: unknown; stack?: unknown; cause?: unknown };
+
+function isErrorLike(value: unknown): value is ErrorLike {
+  return (
+    value instanceof Error ||
+    (typeof value === 'object' && value !== null && typeof (value as ErrorLike).message === 'string')
+  );
+}
+
+function safeName(name: unknown): string {
+  return typeof name === 'string' && SAFE_NAME.test(name) ? name : 'Error';
+}
+
+/** A code that is an identifier and that no scanner objects to (`sk_live_…` is not a code). */
+function safeCode(engine: PolicyEngine, code: unknown, sink: HitSink): string | undefined {
+  const text = typeof code === 'number' && Number.isFinite(code) ? String(code) : code;
+  if (typeof text !== 'string' || !SAFE_CODE.test(text)) return undefined;
+  let flagged = false;
+  scanText(text, engine.scanners, {
+    hit(rule) {
+      flagged = true;
+      sink.hit(rule);
+    },
+  });
+  return flagged ? undefined : text;
+}
+
+/**
+ * The scrubbed form of anything thrown. `describe` renders a thrown non-error value (an object
+ * goes through the field classes first, so `throw { password }` loses the password).
+ */
+export function redactErrorWith(
+  engine: PolicyEngine,
+  err: unknown,
+  sink: HitSink,
+  options: RedactErrorOptions,
+  describe: (value: unknown) => string,
+  depth = 0,
+): RedactedError {
+  if (typeof err === 'string') return { name: 'Error', message: scanBounded(engine, err, sink) };
+  if (!isErrorLike(err)) return { name: 'NonError', message: scanBounded(engine, describe(err), sink) };
+  const message = typeof err.message === 'string' ? err.message : describe(err.message);
+  const out: RedactedError = { name: safeName(err.name), message: '' };
+  const code = safeCode(engine, err.code, sink);
+  if (code !== undefined) out.code = code;
+  out.message = scanBounded(engine, message, sink);
+  if (options.stack !== false && typeof err.stack === 'string') out.stack = scanBounded(engine, err.stack, sink);
+  if (err.cause !== undefined && depth < (options.maxCauseDepth ?? 3)) {
+    out.cause = redactErrorWith(engine, err.cause, sink, options, describe, depth + 1);
+  }
+  return out;
+}

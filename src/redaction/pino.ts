@@ -1,0 +1,151 @@
+import pino, { type LoggerOptions } from 'pino';
+import { NO_HITS, scanBounded } from './bounded-scan.js';
+import type { RedactionPolicy } from './define-policy.js';
+import { FIELD_CLASSES, type FieldClass } from './field-class.js';
+import { normalizeName } from './normalize-name.js';
+import { engineOf, type PolicyEngine } from './policy-engine.js';
+import { ReceiptBuilder } from './receipt.js';
+import { redact } from './redact.js';
+import { redactError } from './redact-error.js';
+import { Walker } from './walker.js';
+
+/** Options of {@link pinoRedactPaths}. */
+export type PinoRedactPathsOptions = {
+  /**
+   * Classes whose field names become paths.
+   * @defaultValue every class
+   */
+  classes?: readonly FieldClass[];
+  /**
+   * Nesting levels covered: 1 = top-level keys only, 2 = also `*.key`, 3 = also `*.*.key`.
+   * @defaultValue 2
+   */
+  depth?: number;
+};
+
+const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+/** Bindings pino itself sets on every line; they are scanned, not classified (`name` is the logger's). */
+const PINO_BINDINGS = new Set(['pid', 'hostname', 'name']);
+
+/** `apiKey` → `apiKey`, `api_key`, `apikey`: the spellings pino's exact-match paths need. */
+function spellings(name: string): string[] {
+  const snake = name.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
+  return [...new Set([name, snake, snake.replaceAll('_', '')])];
+}
+
+/**
+ * Paths for pino's `redact` option from the policy's exact field names (and `a.b` path rules).
+ * pino matches paths exactly and case-sensitively, so each name is given in camelCase, snake_case
+ * and lower case; suffix rules (`*token`) cannot be expressed and are left to the `formatters.log`
+ * hook of {@link pinoRedactionOptions}, which runs the full policy. The top-level `name` (the
+ * logger's name) is not listed.
+ */
+export function pinoRedactPaths(policy: RedactionPolicy, options: PinoRedactPathsOptions = {}): string[] {
+  const depth = Math.max(1, Math.min(options.depth ?? 2, 3));
+  const out = new Set<string>();
+  for (const cls of options.classes ?? FIELD_CLASSES) {
+    for (const pattern of policy.fields[cls]) {
+      if (pattern.startsWith('*')) continue;
+      const segments = pattern.split('.');
+      if (!segments.every((s) => IDENT.test(s))) continue;
+      const last = segments.pop()!;
+      for (const spelling of spellings(last)) {
+        const path = [...segments, spelling].join('.');
+        for (let level = 0; level < depth; level++) {
+          if (level === 0 && path === 'name') continue;
+          out.add(`${'*.'.repeat(level)}${path}`);
+        }
+      }
+    }
+  }
+  return [...out];
+}
+
+/** The options {@link pinoRedactionOptions} returns, to spread into `pino({...})`. */
+export type PinoRedactionOptions = Required<Pick<LoggerOptions, 'redact' | 'serializers' | 'onChild'>> & {
+  formatters: {
+    log: (object: Record<string, unknown>) => Record<string, unknown>;
+    bindings: (bindings: Record<string, unknown>) => Record<string, unknown>;
+  };
+};
+
+/**
+ * Everything pino needs to log through the policy:
+ *
+ * - `formatters.log` redacts each log object (field classes and value scanners at any depth, an
+ *   `err` becomes a scrubbed `{ name, code, message, stack }`);
+ * - `formatters.bindings` does the same for the root logger's bindings, and `onChild` for every
+ *   child logger's bindings (pino resets the bindings formatter for children, so the child's
+ *   serialised bindings are redacted once, when the child is made);
+ * - `serializers.msg` scans the message (after printf-style interpolation);
+ * - `serializers.err` scrubs errors that reach pino's error serialiser;
+ * - `redact` lists {@link pinoRedactPaths} with a censor that applies the field's class
+ *   (a second line of defence: by the time it runs, `formatters.log` has already redacted).
+ *
+ * @example
+ * const logger = pino({ ...pinoRedactionOptions(policy), level: 'info' });
+ * logger.info({ user: { email: 'jane@example.com' } }, 'token %s', 'ghp_…'); // both scrubbed
+ */
+export function pinoRedactionOptions(policy: RedactionPolicy): PinoRedactionOptions {
+  const engine = engineOf(policy);
+  const scan = (text: unknown) => (typeof text === 'string' ? scanBounded(engine, text, NO_HITS) : text);
+  return {
+    redact: {
+      paths: pinoRedactPaths(policy),
+      censor: (value: unknown, path: string[]) => censor(engine, value, path),
+    },
+    formatters: {
+      log: (object) => redact(object, policy).value as Record<string, unknown>,
+      bindings: (bindings) => {
+        const own: Record<string, unknown> = {};
+        const rest: Record<string, unknown> = {};
+        for (const [k, v] of Object.entries(bindings)) (PINO_BINDINGS.has(k) ? own : rest)[k] = v;
+        const out = redact(rest, policy).value as Record<string, unknown>;
+        for (const [k, v] of Object.entries(own)) out[k] = scan(v);
+        return out;
+      },
+    },
+    onChild: (child) => redactChildBindings(policy, child),
+    serializers: {
+      msg: scan,
+      err: (err: unknown) => (err instanceof Error ? redactError(err, policy) : err),
+    },
+  };
+}
+
+/**
+ * The censor for a pino path: the value as the class of the field leaves it. pino passes a
+ * symbol for a `*` segment; only the string segments count, so `*.email` is judged as `email`.
+ */
+function censor(engine: PolicyEngine, value: unknown, path: readonly unknown[]): unknown {
+  const walker = new Walker(engine, new ReceiptBuilder(engine.version, '$', 0));
+  const names = path.filter((s): s is string => typeof s === 'string').map(normalizeName);
+  const last = names.pop();
+  // Behind a `*` the parent is unknown; a name that path rules judge by its parent (`name` is
+  // personal in `user`, not in `err`) then gets the scanners only. `formatters.log`, which sees
+  // the whole object, has already applied the right class.
+  const blind = names.length + 1 < path.length && last !== undefined && engine.matcher.pathRules(last) !== undefined;
+  const verdict = last === undefined || blind ? undefined : engine.matcher.classify(last, names);
+  if (verdict === 'secret') return '[redacted:secret]';
+  if (verdict === undefined || verdict === 'allow') return walker.walk(value, 0);
+  return walker.applyClass(verdict, value, 0);
+}
+
+/** Rewrites a child logger's serialised bindings (`,"k":v,...`) through the policy. */
+function redactChildBindings(policy: RedactionPolicy, child: object): void {
+  const holder = child as Record<symbol, unknown>;
+  const chindings = holder[pino.symbols.chindingsSym];
+  if (typeof chindings !== 'string' || chindings.length === 0) return;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(`{${chindings.slice(1)}}`);
+  } catch {
+    return; // pino wrote it with its own stringify; a line it cannot parse back is not ours to guess at
+  }
+  const own: Record<string, unknown> = {};
+  const rest: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(parsed as Record<string, unknown>)) (PINO_BINDINGS.has(k) ? own : rest)[k] = v;
+  const out = { ...own, ...(redact(rest, policy).value as Record<string, unknown>) };
+  const json = JSON.stringify(out);
+  holder[pino.symbols.chindingsSym] = json === '{}' ? '' : `,${json.slice(1, -1)}`;
+}

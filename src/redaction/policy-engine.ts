@@ -1,0 +1,57 @@
+import { IdempotencyConfigError } from '../errors/errors.js';
+import type { FieldVerdict } from './field-class.js';
+import type { HmacKeyring } from './hmac-keyring.js';
+import type { NameMatcher } from './name-matcher.js';
+import type { Scanner } from './scanners/scanner.js';
+
+/** The limits a policy enforces while walking a value. */
+export type RedactionLimits = { maxStringLength: number; maxDepth: number; maxReceiptPaths: number };
+
+/** What the walker needs to know about an object key; computed once per distinct key. */
+export type KeyInfo = {
+  /** The key as written to the output: scanned, so an e-mail used as a key is masked. */
+  outKey: string;
+  /** Normalised output key, for class rules and for the ancestors of path rules. */
+  norm: string;
+  /** Verdict from the name alone. */
+  byName: FieldVerdict | undefined;
+  /** Whether a path rule ends in this name (then the ancestors decide). */
+  hasPathRules: boolean;
+  /** Rule ids the key scan hit, recorded at each use. */
+  keyHits: readonly string[] | undefined;
+};
+
+/**
+ * The compiled, private half of a policy: matcher, keys, scanners. Held in a WeakMap rather than
+ * on the policy object so that logging or serialising a policy can never reveal key material.
+ */
+export type PolicyEngine = {
+  version: string;
+  matcher: NameMatcher;
+  keyring: HmacKeyring;
+  scanners: readonly Scanner[];
+  /** Allow-listed detail keys (normalised) per action; `*` for all actions. */
+  details: ReadonlyMap<string, ReadonlySet<string>>;
+  limits: RedactionLimits;
+  /** Distinct object keys seen so far; keys repeat across events, so this is almost always a hit. */
+  keys: Map<string, KeyInfo>;
+};
+
+const ENGINES = new WeakMap<object, PolicyEngine>();
+
+/** Attaches an engine to its public policy object. */
+export function attachEngine(policy: object, engine: PolicyEngine): void {
+  ENGINES.set(policy, engine);
+}
+
+/** The engine of a policy made by `defineRedactionPolicy`; a clear error for anything else. */
+export function engineOf(policy: object): PolicyEngine {
+  const engine = ENGINES.get(policy);
+  if (!engine) {
+    throw new IdempotencyConfigError(
+      'Not a compiled redaction policy: create it with defineRedactionPolicy() or use DEFAULT_REDACTION_POLICY',
+      { option: 'redactionPolicy' },
+    );
+  }
+  return engine;
+}

@@ -1,0 +1,100 @@
+import { z } from 'zod';
+import { fieldPatternProblem } from './field-pattern.js';
+import { SCANNER_IDS } from './scanners/scanner.js';
+
+/** Key under which {@link redactDetails} summarises omitted keys; never allow-listable. */
+export const OMITTED_KEY = '_omitted';
+
+const fieldPattern = z.string().superRefine((pattern, ctx) => {
+  const problem = fieldPatternProblem(pattern);
+  if (problem) ctx.addIssue({ code: 'custom', message: `field pattern ${JSON.stringify(pattern)} ${problem}` });
+});
+
+const patterns = z.array(fieldPattern).max(1000);
+
+const hmacSecret = z
+  .union([z.string(), z.instanceof(Uint8Array)])
+  .refine((s) => (typeof s === 'string' ? Buffer.byteLength(s) : s.byteLength) >= 32, {
+    message: 'an HMAC key needs at least 32 bytes',
+  });
+
+const hmacKey = z.strictObject({
+  id: z.string().regex(/^[A-Za-z0-9._-]{1,32}$/, 'a key id is 1-32 characters of A-Z a-z 0-9 . _ -'),
+  secret: hmacSecret,
+});
+
+const detailKey = z
+  .string()
+  .min(1)
+  .max(200)
+  .refine((k) => k !== OMITTED_KEY, { message: `${OMITTED_KEY} is reserved for the summary of omitted keys` });
+
+/**
+ * The input of {@link defineRedactionPolicy}. Every part but `version` and `hmacKeys` has a default.
+ *
+ * @example
+ * defineRedactionPolicy({
+ *   version: '2025-06',
+ *   hmacKeys: [{ id: 'k2', secret: process.env.AUDIT_HMAC_K2! }, { id: 'k1', secret: process.env.AUDIT_HMAC_K1! }],
+ *   fields: { identifier: ['tenantId'], pii: ['recipient.name'] },
+ *   allow: ['nextPageToken'],
+ *   details: { 'payments.charge': ['amount', 'currency'], '*': ['reason'] },
+ * });
+ */
+export const redactionPolicySchema = z.strictObject({
+  /** Recorded in every receipt; change it whenever the rules change. */
+  version: z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, 'a version is 1-64 characters of A-Z a-z 0-9 . _ : -'),
+  /** HMAC-SHA-256 keys; the first makes new references, the others are still recognised (rotation). */
+  hmacKeys: z
+    .array(hmacKey)
+    .min(1, 'at least one HMAC key is needed')
+    .max(16)
+    .refine((keys) => new Set(keys.map((k) => k.id)).size === keys.length, { message: 'key ids must be unique' }),
+  /**
+   * Add the built-in rules (`DEFAULT_FIELD_RULES`, `DEFAULT_ALLOWED_FIELDS`).
+   * @defaultValue true
+   */
+  includeDefaults: z.boolean().default(true),
+  /** Field rules per class: `apiKey` (a name), `*token` (a name suffix), `user.name` (a path). */
+  fields: z
+    .strictObject({
+      secret: patterns.optional(),
+      credential_ref: patterns.optional(),
+      identifier: patterns.optional(),
+      pii: patterns.optional(),
+      content: patterns.optional(),
+    })
+    .prefault({}),
+  /** Fields exempt from the classes (their values still go through the value scanners). */
+  allow: patterns.default([]),
+  /** Allow-listed `details` keys per action; `'*'` applies to every action. Unlisted keys are omitted. */
+  details: z.record(z.string().min(1).max(200), z.array(detailKey).max(1000)).default({}),
+  /** Scanners to switch off (for example `phone` where long numbers with separators are common). */
+  disabledScanners: z.array(z.enum(SCANNER_IDS)).default([]),
+  limits: z
+    .strictObject({
+      /**
+       * Longer strings are replaced by a content summary (and cut in `redactString`).
+       * @defaultValue 65536
+       */
+      maxStringLength: z
+        .int()
+        .min(1024)
+        .max(16 * 1024 * 1024)
+        .default(65_536),
+      /**
+       * Deeper values are replaced by `[redacted:depth]`.
+       * @defaultValue 32
+       */
+      maxDepth: z.int().min(1).max(1000).default(32),
+      /**
+       * Paths listed in one receipt.
+       * @defaultValue 200
+       */
+      maxReceiptPaths: z.int().min(0).max(100_000).default(200),
+    })
+    .prefault({}),
+});
+
+/** What {@link defineRedactionPolicy} accepts. */
+export type RedactionPolicyInput = z.input<typeof redactionPolicySchema>;

@@ -1,0 +1,30 @@
+import { authHeaderScanner } from './auth-header.js';
+import { cardScanner } from './card-number.js';
+import { emailScanner } from './email.js';
+import { ibanScanner } from './iban.js';
+import { jwtScanner } from './jwt.js';
+import { phoneScanner } from './phone.js';
+import { privateKeyScanner } from './private-key.js';
+import { providerTokenScanner } from './provider-tokens.js';
+import type { Scanner } from './scanner.js';
+import { secretPairScanner } from './secret-pair.js';
+import { urlCredentialsScanner } from './url-credentials.js';
+
+/**
+ * Every scanner, in the order they run. Order matters: a private key or a JWT is removed whole
+ * before anything looks inside it; a provider token is named (`scan.stripe_key`) before the
+ * generic `name=value` scanner sees its marker and leaves it; cards and IBANs go before phones,
+ * whose looser shape could otherwise take part of them.
+ */
+export const ALL_SCANNERS: readonly Scanner[] = [
+  privateKeyScanner,
+  jwtScanner,
+  providerTokenScanner,
+  urlCredentialsScanner,
+  authHeaderScanner,
+  secretPairScanner,
+  emailScanner,
+  cardScanner,
+  ibanScanner,
+  phoneScanner,
+];

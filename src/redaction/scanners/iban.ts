@@ -1,0 +1,55 @@
+import { ibanValid } from './checksums.js';
+import { IBAN_LENGTHS } from './iban-lengths.js';
+import type { Scanner } from './scanner.js';
+import { F_UPPER } from './text-features.js';
+
+/**
+ * Country code, check digits, then up to 30 characters each optionally preceded by one space:
+ * each repetition consumes one character, so there is one way to match and no backtracking
+ * beyond the 30 repetitions.
+ */
+const IBAN = /(?<![A-Za-z0-9\]])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}/g;
+
+/** `[iban DE…3000]`: country and last four, as bank statements show them. */
+export function ibanMarker(compact: string): string {
+  return `[iban ${compact.slice(0, 2)}…${compact.slice(-4)}]`;
+}
+
+/** Offset in `candidate` after its first `count` non-space characters. */
+function offsetAfter(candidate: string, count: number): number {
+  let seen = 0;
+  for (let i = 0; i < candidate.length; i++) {
+    if (candidate.charCodeAt(i) !== 32 && ++seen === count) return i + 1;
+  }
+  return -1;
+}
+
+/** True for a compact IBAN of the right length for its country with a valid mod-97 check. */
+export function isIban(compact: string): boolean {
+  const length = IBAN_LENGTHS.get(compact.slice(0, 2));
+  return length !== undefined && compact.length === length && ibanValid(compact);
+}
+
+/**
+ * IBANs, compact or printed in groups of four, checked against the country's length and mod 97;
+ * the characters after the IBAN ("… EUR") stay.
+ */
+export const ibanScanner: Scanner = {
+  id: 'iban',
+  allOf: F_UPPER,
+  anyOf: 0,
+  minLength: 15,
+  minDigits: 8,
+  scan(text, sink) {
+    return text.replace(IBAN, (m) => {
+      const length = IBAN_LENGTHS.get(m.slice(0, 2));
+      if (length === undefined) return m;
+      const end = offsetAfter(m, length);
+      if (end < 0) return m;
+      const compact = m.slice(0, end).replaceAll(' ', '');
+      if (!ibanValid(compact)) return m;
+      sink.hit('iban');
+      return ibanMarker(compact) + m.slice(end);
+    });
+  },
+};
