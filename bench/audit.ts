@@ -1,0 +1,226 @@
+/**
+ * `npm run bench:audit`: the audit trail's costs, in one sitting.
+ * - redaction: ~1 KB nested events per second on one core (bench/redaction.ts, in its own process);
+ * - pipeline: emitter → BullMQ audit queue → writer → Postgres, sustained events/s and the lag
+ *   from an event's creation to its row (p50/p99, database clock);
+ * - wrapper overhead: withIdempotency's fresh path with the audit trail on versus off, alternating
+ *   rounds; overhead = 1 − on/off.
+ * Timings on a shared 2-core machine are noisy: figures are reported, never asserted. The last line
+ * of stdout is one JSON object.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { z } from 'zod';
+import { createAuditWriter } from '../jobs/audit-writer.js';
+import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
+import { AuditEmitter } from '../src/audit/emitter.js';
+import { auditRedactor } from '../src/audit/redact-event.js';
+import { defineOperation, migrate, PostgresLedger, withIdempotency } from '../src/index.js';
+import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
+
+const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PIPELINE_EVENTS = Number(process.env.BENCH_AUDIT_EVENTS ?? 100_000);
+const WRAPPER_JOBS = Number(process.env.BENCH_JOBS ?? 10_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const id = randomBytes(3).toString('hex');
+const schema = `bench_audit_${id}`;
+const prefix = `{bench-audit-${id}}`;
+const connection = { url: redisUrl, maxRetriesPerRequest: null };
+const log = (s: string) => process.stderr.write(`${s}\n`);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+
+const policy = defineRedactionPolicy({
+  version: 'bench-1',
+  hmacKeys: [{ id: 'k1', secret: randomBytes(32) }],
+  details: { 'tool.search': ['query', 'results', 'user'] },
+});
+
+function redactionPerSecond(): number {
+  const out = execFileSync(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL('./redaction.ts', import.meta.url))],
+    {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  const last = out.trim().split('\n').pop() as string;
+  return (JSON.parse(last) as { redaction_per_s: number }).redaction_per_s;
+}
+
+function toolEvent(i: number): AuditEvent {
+  return {
+    eventId: eventIdFor('bench', id, i),
+    taskId: `task-${i % 1000}`,
+    operationId: `acme%2Fsearch:q%3A${i}:v1`,
+    actorType: 'agent',
+    actorId: 'assistant-7',
+    action: 'tool.search',
+    resourceType: 'index',
+    resourceId: 'products',
+    decision: i % 10 === 0 ? 'deny' : 'allow',
+    reasonCode: 'policy.ok',
+    createdAt: new Date().toISOString(),
+    phase: 'intent',
+    epoch: 1,
+    details: {
+      query: `red shoes size ${i % 45}`,
+      results: i % 50,
+      user: { email: `user${i}@example.com`, plan: 'pro' },
+    },
+  };
+}
+
+async function pipeline(pool: pg.Pool): Promise<{ perSecond: number; p50: number; p99: number }> {
+  const queue = new Queue('audit', { connection, prefix });
+  const writer = createAuditWriter({ connection, pool, schema, queueName: 'audit', prefix, concurrency: 4 });
+  const emitter = new AuditEmitter({
+    queue,
+    pool,
+    schema,
+    redact: auditRedactor(policy),
+    maxBatch: 500,
+    maxBuffered: 50_000,
+  });
+  const started = performance.now();
+  for (let i = 0; i < PIPELINE_EVENTS; i++) {
+    emitter.record(toolEvent(i));
+    // Keep the producer within the emitter's memory bound, as a real worker's pace would.
+    if (i % 5000 === 4999) await emitter.flush();
+  }
+  await emitter.flush();
+  for (;;) {
+    const n = Number((await pool.query(`select count(*) from ${schema}.audit_events`)).rows[0].count);
+    if (n >= PIPELINE_EVENTS) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const lag = await pool.query(
+    `select percentile_cont(0.5) within group (order by ms) as p50, percentile_cont(0.99) within group (order by ms) as p99
+     from (select extract(epoch from (received_at - created_at)) * 1000 as ms from ${schema}.audit_events) x`,
+  );
+  if (emitter.metrics.outboxed + emitter.metrics.dropped + emitter.metrics.invalid > 0) {
+    throw new Error(`pipeline lost its way: ${JSON.stringify(emitter.metrics)}`);
+  }
+  await emitter.close();
+  await writer.close();
+  await queue.obliterate({ force: true });
+  await queue.close();
+  return { perSecond: PIPELINE_EVENTS / seconds, p50: Number(lag.rows[0].p50), p99: Number(lag.rows[0].p99) };
+}
+
+async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolean, round: number): Promise<number> {
+  const name = `w-${audit ? 'on' : 'off'}-${round}`;
+  const op = defineOperation({
+    name: 'search.run',
+    namespace: `bench/${name}`,
+    version: 'v1',
+    input: z.object({ q: z.number() }),
+    effect: (i) => i,
+    resourceKey: (i) => `q:${i.q}`,
+    retention: '1h',
+    lease: '10s',
+    downstream: 'idempotent',
+  });
+  const queue = new Queue(name, { connection, prefix });
+  for (let i = 0; i < WRAPPER_JOBS; i += 1000) {
+    await queue.addBulk(
+      Array.from({ length: Math.min(1000, WRAPPER_JOBS - i) }, (_, j) => ({
+        name: 'q',
+        data: { q: i + j },
+        opts: { removeOnComplete: true, removeOnFail: true },
+      })),
+    );
+  }
+  const auditQueue = new Queue(`audit-${name}`, { connection, prefix });
+  const writer = audit
+    ? createAuditWriter({ connection, pool, schema, queueName: `audit-${name}`, prefix })
+    : undefined;
+  const emitter = audit
+    ? new AuditEmitter({ queue: auditQueue, pool, schema, redact: auditRedactor(policy) })
+    : undefined;
+  let effects = 0;
+  let done = 0;
+  const started = performance.now();
+  const finished = new Promise<void>((resolve) => {
+    const worker = new Worker(
+      name,
+      withIdempotency(
+        op,
+        async (input, ctx) => {
+          effects++;
+          ctx.audit({ action: 'tool.search', decision: 'allow', details: { query: `q${input.q}`, results: 3 } });
+          return { ok: true };
+        },
+        { ledger, ...(emitter ? { audit: emitter } : {}) },
+      ),
+      { connection, prefix, concurrency: 50 },
+    );
+    worker.on('completed', () => {
+      if (++done === WRAPPER_JOBS) void worker.close().then(resolve);
+    });
+  });
+  await finished;
+  const seconds = (performance.now() - started) / 1000;
+  if (effects !== WRAPPER_JOBS) throw new Error(`side effect ran ${effects} times for ${WRAPPER_JOBS} jobs`);
+  await emitter?.close();
+  await writer?.close();
+  for (const q of [queue, auditQueue]) {
+    await q.obliterate({ force: true });
+    await q.close();
+  }
+  return WRAPPER_JOBS / seconds;
+}
+
+await migrate({ connectionString: databaseUrl, schema });
+const pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
+const ledger = new PostgresLedger({ pool, schema });
+try {
+  log('redaction (own process)...');
+  const redaction = redactionPerSecond();
+  log(`pipeline: ${PIPELINE_EVENTS} events...`);
+  const pipe = await pipeline(pool);
+  const on: number[] = [];
+  const off: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    log(`wrapper round ${r + 1}/${ROUNDS}...`);
+    const order = r % 2 === 0 ? [false, true] : [true, false];
+    for (const audit of order) (audit ? on : off).push(await wrapperRound(ledger, pool, audit, r));
+  }
+  const overhead = 1 - median(on) / median(off);
+  console.log('measure                         value');
+  console.log('------------------------------  ------------');
+  console.log(`redaction, events/s (1 core)    ${Math.round(redaction)}`);
+  console.log(`pipeline, events/s              ${Math.round(pipe.perSecond)}`);
+  console.log(`pipeline lag p50 / p99, ms      ${pipe.p50.toFixed(0)} / ${pipe.p99.toFixed(0)}`);
+  console.log(
+    `wrapper audit off, jobs/s       ${off.map((x) => Math.round(x)).join(' / ')}  (median ${Math.round(median(off))})`,
+  );
+  console.log(
+    `wrapper audit on, jobs/s        ${on.map((x) => Math.round(x)).join(' / ')}  (median ${Math.round(median(on))})`,
+  );
+  console.log(`wrapper overhead                ${overhead.toFixed(3)}`);
+  console.log(
+    JSON.stringify({
+      bench: 'audit',
+      redaction_per_s: Math.round(redaction),
+      pipeline_per_s: Math.round(pipe.perSecond),
+      lag_p50_ms: Math.round(pipe.p50),
+      lag_p99_ms: Math.round(pipe.p99),
+      wrapper_overhead: Number(overhead.toFixed(3)),
+    }),
+  );
+} finally {
+  await ledger.close();
+  await pool.query(`drop schema if exists ${schema} cascade`);
+  await pool.end();
+  const redis = new Redis(redisUrl);
+  const keys = await redis.keys(`${prefix}*`);
+  if (keys.length) await redis.del(...keys);
+  await redis.quit();
+}
