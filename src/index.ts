@@ -1,3 +1,27 @@
+export {
+  type BackfillOptions,
+  type BackfillProgress,
+  createBackfillWorker,
+  DEFAULT_BACKFILL_QUEUE,
+  drainOutbox,
+  runBackfill,
+} from '../jobs/audit-backfill.js';
+export { type AuditWriterOptions, createAuditWriter, DEFAULT_AUDIT_QUEUE } from '../jobs/audit-writer.js';
+export {
+  createSweeperWorker,
+  DEFAULT_SWEEPER_QUEUE,
+  type SweepOptions,
+  scheduleLedgerSweeper,
+  sweepLedger,
+} from '../jobs/ledger-sweeper.js';
+export { type AuditEvent, auditEventSchema, eventIdFor, redactionReceiptSchema } from './audit/audit-event.js';
+export { AuditStore, type WriteBatchResult } from './audit/audit-store.js';
+export { eventsForRecord } from './audit/derive.js';
+export { AUDIT_JOB_NAME, AuditEmitter, type AuditEmitterOptions, type AuditRedactor } from './audit/emitter.js';
+export { auditEventFromWrapper } from './audit/from-wrapper.js';
+export { auditRedactor } from './audit/redact-event.js';
+export { buildTimeline, renderTimeline, type Timeline, type TimelineAttempt, timeline } from './audit/timeline.js';
+export { auditWorkerFailures } from './audit/worker-failures.js';
 export { DEFAULT_SCHEMA, type PostgresOptions } from './db/connection.js';
 export { MIGRATION_LOCK_TABLE, MIGRATION_TABLE, type MigrateOptions, migrate } from './db/migrate.js';
 export {
@@ -55,6 +79,23 @@ export {
   type WorkerTiming,
 } from './operation/retry-window.js';
 export { type EnqueueOptions, type EnqueueResult, jobIdFor } from './producer/enqueue.js';
+export {
+  DEFAULT_REDACTION_POLICY,
+  defineRedactionPolicy,
+  FIELD_CLASSES,
+  type FieldClass,
+  pinoRedactionOptions,
+  pinoRedactPaths,
+  type RedactedError,
+  type RedactionPolicy,
+  type RedactionPolicyInput,
+  type RedactionReceipt,
+  type RedactionResult,
+  redact,
+  redactDetails,
+  redactError,
+  redactString,
+} from './redaction/index.js';
 export type {
   ClaimOptions,
   ClaimOutcome,
