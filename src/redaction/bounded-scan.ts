@@ -18,11 +18,28 @@ function isSpace(c: number): boolean {
 export function scanBounded(engine: PolicyEngine, text: string, sink: HitSink): string {
   const max = engine.limits.maxStringLength;
   if (text.length <= max) return scanText(text, engine.scanners, sink);
+  const previous = previousCut(text, max);
+  if (previous >= 0) return scanText(text.slice(0, previous), engine.scanners, sink) + text.slice(previous);
   let cut = max;
   while (cut > 0 && max - cut < MAX_BACKTRACK && !isSpace(text.charCodeAt(cut))) cut--;
   if (!isSpace(text.charCodeAt(cut))) cut = 0;
   sink.hit('limit.truncated');
   return `${scanText(text.slice(0, cut), engine.scanners, sink)}…[truncated ${text.length - cut} chars]`;
+}
+
+const TRUNCATED = '…[truncated ';
+const TRUNCATED_TAIL = /^…\[truncated \d{1,16} chars\]$/;
+/** Markers may be longer than what they replace, so a cut text can exceed the limit a little. */
+const SLACK = 4096;
+
+/**
+ * Where an earlier cut's marker starts, when `text` is the output of an earlier cut (so that
+ * scrubbing it again does not cut it again: idempotence); -1 otherwise.
+ */
+function previousCut(text: string, max: number): number {
+  if (text.length > max + SLACK) return -1;
+  const at = text.lastIndexOf(TRUNCATED);
+  return at >= 0 && TRUNCATED_TAIL.test(text.slice(at)) ? at : -1;
 }
 
 /** A sink that drops hits, for callers that want only the scrubbed text. */

@@ -5,7 +5,7 @@ import { maskEmail } from './scanners/email.js';
  * idempotent): `***`, `J***`, `j***@example.com`, `…4242`, and the scanners' `[card …4242]`.
  */
 const MASKED =
-  /^(?:\*\*\*|[^\s*]\*\*\*|[^\s@*]?\*\*\*@[^\s@]{1,253}|…[0-9]{4}|\[(?:card|phone) …[0-9]{4}\]|\[iban [A-Z]{2}…[A-Z0-9]{4}\])$/u;
+  /^(?:\*\*\*|[^\s*]\*\*\*|[^\s@*]?\*\*\*@[^\s@]{1,253}|…[A-Z0-9]{4}|\[(?:card|phone) …[0-9]{4}\]|\[iban [A-Z]{2}…[A-Z0-9]{4}\])$/u;
 const EMAIL = /^([^\s@]{1,64})@([^\s@]{1,253}\.[A-Za-z]{2,24})$/;
 const NUMBER_LIKE = /^[+0-9 ().\-/]+$/;
 const DATE_LIKE = /^[0-9]{1,4}[-/.][0-9]{1,2}[-/.][0-9]{1,4}/;

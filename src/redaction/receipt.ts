@@ -38,12 +38,14 @@ function byRule([a]: [string, number], [b]: [string, number]): number {
 
 /**
  * Collects hits during one walk. Allocates nothing until the first hit, because most values of
- * most events are clean.
+ * most events are clean; a handful of rules per event makes arrays with linear search cheaper
+ * than Maps.
  */
 export class ReceiptBuilder {
-  #counts: Map<string, number> | undefined;
-  #paths: Set<string> | undefined;
-  #keyIds: Set<string> | undefined;
+  #rules: string[] | undefined;
+  #counts: number[] | undefined;
+  #paths: string[] | undefined;
+  #keyIds: string[] | undefined;
   #truncated = false;
 
   constructor(
@@ -52,34 +54,42 @@ export class ReceiptBuilder {
     readonly maxPaths: number,
   ) {}
 
-  /** Records `times` hits of `rule` at `path`. */
+  /**
+   * Records `times` hits of `rule` at `path`. The walk visits each path once and records all its
+   * hits together, so comparing with the last path listed is enough to list each path once.
+   */
   hit(rule: string, path: readonly PathSegment[], times = 1): void {
-    this.#counts ??= new Map();
-    this.#counts.set(rule, (this.#counts.get(rule) ?? 0) + times);
+    this.#rules ??= [];
+    this.#counts ??= [];
+    const i = this.#rules.indexOf(rule);
+    if (i < 0) {
+      this.#rules.push(rule);
+      this.#counts.push(times);
+    } else this.#counts[i]! += times;
     const p = formatPath(this.root, path);
-    this.#paths ??= new Set();
-    if (this.#paths.has(p)) return;
-    if (this.#paths.size < this.maxPaths) this.#paths.add(p);
+    this.#paths ??= [];
+    if (this.#paths[this.#paths.length - 1] === p) return;
+    if (this.#paths.length < this.maxPaths) this.#paths.push(p);
     else this.#truncated = true;
   }
 
   /** Records that the output holds a reference made with `keyId`. */
   keyId(keyId: string): void {
-    this.#keyIds ??= new Set();
-    this.#keyIds.add(keyId);
+    this.#keyIds ??= [];
+    if (!this.#keyIds.includes(keyId)) this.#keyIds.push(keyId);
   }
 
   build(): RedactionReceipt {
-    if (this.#counts === undefined && this.#keyIds === undefined) {
-      return { policyVersion: this.policyVersion, rules: [], paths: [], counts: {}, keyIds: [] };
-    }
-    const counts = [...(this.#counts ?? [])].sort(byRule);
+    const rules = this.#rules ?? [];
+    const counts = this.#counts ?? [];
+    const pairs: [string, number][] = rules.map((r, i) => [r, counts[i]!]);
+    if (pairs.length > 1) pairs.sort(byRule);
     const receipt: RedactionReceipt = {
       policyVersion: this.policyVersion,
-      rules: counts.map(([rule]) => rule),
-      paths: [...(this.#paths ?? [])],
-      counts: Object.fromEntries(counts),
-      keyIds: [...(this.#keyIds ?? [])].sort(),
+      rules: pairs.map(([rule]) => rule),
+      paths: this.#paths ?? [],
+      counts: Object.fromEntries(pairs),
+      keyIds: this.#keyIds === undefined ? [] : this.#keyIds.length > 1 ? this.#keyIds.sort() : this.#keyIds,
     };
     if (this.#truncated) receipt.truncated = true;
     return receipt;

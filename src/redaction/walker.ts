@@ -29,8 +29,6 @@ function define(target: Record<string, unknown>, key: string, value: unknown): v
 export class Walker implements HitSink {
   /** Current JSON path, for the receipt. */
   readonly path: PathSegment[] = [];
-  /** Normalised names of the enclosing object keys, innermost last (for path rules). */
-  readonly ancestors: string[] = [];
   readonly #seen = new Set<object>();
 
   constructor(
@@ -123,6 +121,16 @@ export class Walker implements HitSink {
     return out ?? (arr as unknown[]);
   }
 
+  /**
+   * Normalised names of the enclosing object keys, innermost last (array levels skipped). Built
+   * from the path only when a path rule needs it (a key named like `name`), which is rare.
+   */
+  #ancestors(): string[] {
+    const names: string[] = [];
+    for (const segment of this.path) if (typeof segment === 'string') names.push(keyInfo(this.engine, segment).norm);
+    return names;
+  }
+
   /** `copy`: build a new plain object even when nothing changes (the input was not a plain object). */
   #record(obj: Record<string, unknown>, depth: number, copy: boolean): Record<string, unknown> {
     const { matcher } = this.engine;
@@ -133,15 +141,13 @@ export class Walker implements HitSink {
       const key = keys[i]!;
       const val = obj[key];
       const info = keyInfo(this.engine, key);
-      const verdict = info.hasPathRules ? matcher.classify(info.norm, this.ancestors, info.byName) : info.byName;
+      const verdict = info.hasPathRules ? matcher.classify(info.norm, this.#ancestors(), info.byName) : info.byName;
       this.path.push(info.outKey);
       if (info.keyHits) for (const rule of info.keyHits) this.receipt.hit(rule, this.path);
       let res: unknown;
       let drop = false;
       if (verdict === undefined || verdict === 'allow') {
-        this.ancestors.push(info.norm);
         res = this.walk(val, depth + 1);
-        this.ancestors.pop();
       } else if (verdict === 'secret') {
         drop = true;
         this.receipt.hit('field.secret', this.path);

@@ -31,6 +31,8 @@ export class LeaseKeeper {
   private leaseExpiresAt: number;
   private busy = false;
   private stopped = false;
+  private outer: AbortSignal | undefined;
+  private readonly onOuterAbort = () => this.controller.abort(this.outer?.reason);
 
   constructor(
     private readonly ledger: PostgresLedger,
@@ -43,18 +45,26 @@ export class LeaseKeeper {
     outer: AbortSignal | undefined,
   ) {
     this.leaseExpiresAt = leaseExpiresAt.getTime();
-    this.signal = outer ? AbortSignal.any([this.controller.signal, outer]) : this.controller.signal;
+    this.signal = this.controller.signal;
+    // One listener, removed at stop(), rather than AbortSignal.any(): this runs for every job.
+    if (outer?.aborted) this.controller.abort(outer.reason);
+    else if (outer) {
+      this.outer = outer;
+      outer.addEventListener('abort', this.onOuterAbort, { once: true });
+    }
     this.timer = setInterval(() => void this.tick(), Math.max(20, Math.floor(leaseMs / 3)));
     this.timer.unref();
   }
 
   get lost(): LeaseLostError | undefined {
-    return this.controller.signal.aborted ? (this.controller.signal.reason as LeaseLostError) : undefined;
+    const reason: unknown = this.controller.signal.reason;
+    return reason instanceof LeaseLostError ? reason : undefined;
   }
 
   stop(): void {
     this.stopped = true;
     clearInterval(this.timer);
+    this.outer?.removeEventListener('abort', this.onOuterAbort);
   }
 
   private async tick(): Promise<void> {

@@ -1,20 +1,3 @@
-/** Luhn (mod 10) check of a digit string, as every payment card number passes it. */
-export function luhnValid(digits: string): boolean {
-  let sum = 0;
-  let double = false;
-  for (let i = digits.length - 1; i >= 0; i--) {
-    let d = digits.charCodeAt(i) - 48;
-    if (d < 0 || d > 9) return false;
-    if (double) {
-      d *= 2;
-      if (d > 9) d -= 9;
-    }
-    sum += d;
-    double = !double;
-  }
-  return sum % 10 === 0;
-}
-
 /** ISO 13616 check of a compact upper-case IBAN: the rearranged number mod 97 is 1. */
 export function ibanValid(iban: string): boolean {
   const rearranged = iban.slice(4) + iban.slice(0, 4);

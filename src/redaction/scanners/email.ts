@@ -1,3 +1,4 @@
+import { replaceMatches } from './replace-matches.js';
 import type { Scanner } from './scanner.js';
 import { F_AT, F_DOT } from './text-features.js';
 
@@ -6,7 +7,7 @@ import { F_AT, F_DOT } from './text-features.js';
  * beginning of a local-part run (not after `@` or `*`, so a masked address is never matched
  * again); the labels are bounded and separated by dots, so nothing backtracks far.
  */
-const EMAIL = /(?<![A-Za-z0-9._%+\-@*\]])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}/g;
+const EMAIL = /(?<![A-Za-z0-9._%+\-@*])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}/g;
 const TLD = /^[A-Za-z]{2,24}$/;
 
 /** `jane.doe@example.com` → `j***@example.com`: the domain stays readable, the person does not. */
@@ -22,7 +23,7 @@ export const emailScanner: Scanner = {
   minLength: 6,
   minDigits: 0,
   scan(text, sink) {
-    return text.replace(EMAIL, (m) => {
+    return replaceMatches(EMAIL, text, ([m]) => {
       const at = m.indexOf('@');
       const domain = m.slice(at + 1);
       // `react@18.2.0` and `user@host` are not addresses: the last label must be a word.

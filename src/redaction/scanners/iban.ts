@@ -1,5 +1,6 @@
 import { ibanValid } from './checksums.js';
 import { IBAN_LENGTHS } from './iban-lengths.js';
+import { replaceMatches } from './replace-matches.js';
 import type { Scanner } from './scanner.js';
 import { F_UPPER } from './text-features.js';
 
@@ -8,7 +9,7 @@ import { F_UPPER } from './text-features.js';
  * each repetition consumes one character, so there is one way to match and no backtracking
  * beyond the 30 repetitions.
  */
-const IBAN = /(?<![A-Za-z0-9\]])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}/g;
+const IBAN = /(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}/g;
 
 /** `[iban DE…3000]`: country and last four, as bank statements show them. */
 export function ibanMarker(compact: string): string {
@@ -41,7 +42,7 @@ export const ibanScanner: Scanner = {
   minLength: 15,
   minDigits: 8,
   scan(text, sink) {
-    return text.replace(IBAN, (m) => {
+    return replaceMatches(IBAN, text, ([m]) => {
       const length = IBAN_LENGTHS.get(m.slice(0, 2));
       if (length === undefined) return m;
       const end = offsetAfter(m, length);

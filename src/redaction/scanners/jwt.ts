@@ -1,3 +1,4 @@
+import { replaceMatches } from './replace-matches.js';
 import { marker, type Scanner } from './scanner.js';
 import { F_DOT } from './text-features.js';
 
@@ -5,7 +6,7 @@ import { F_DOT } from './text-features.js';
  * A run that starts with `eyJ` (base64url of `{"`) and holds a dot. The look-behind makes a
  * match start only at the beginning of a base64url run, so a run is walked once (linear).
  */
-const JWT_CANDIDATE = /(?<![A-Za-z0-9_\]-])eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_.-]{2,}/g;
+const JWT_CANDIDATE = /(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_.-]{2,}/g;
 const MAX_HEADER = 4096;
 
 /** True when `part` is base64url of a JSON object with a string `alg` (a JOSE header). */
@@ -34,7 +35,7 @@ export const jwtScanner: Scanner = {
   minDigits: 0,
   mayMatch: (text) => text.includes('eyJ'),
   scan(text, sink) {
-    return text.replace(JWT_CANDIDATE, (m) => {
+    return replaceMatches(JWT_CANDIDATE, text, ([m]) => {
       const parts = m.split('.');
       const header = parts[0] === undefined ? undefined : joseHeader(parts[0]);
       if (!header) return m;

@@ -1,3 +1,4 @@
+import { replaceMatches } from './replace-matches.js';
 import type { Scanner } from './scanner.js';
 
 /**
@@ -8,7 +9,7 @@ import type { Scanner } from './scanner.js';
  * so that replacing the first one cannot make the second one eligible on a second pass.
  */
 const PHONE =
-  /(?:(?<![A-Za-z_+/.\]-])\+|(?<![\w+/.\]-])00)[1-9][0-9 ().-]{6,20}[0-9](?![\w/[-])|(?<![\w+/.\]-])\(?[2-9][0-9]{2}\)?[ .-]?[0-9]{3}[ .-][0-9]{4}(?![\w/[-])/g;
+  /(?:(?<![A-Za-z_+/.-])\+|(?<![\w+/.-])00)[1-9][0-9 ().-]{6,20}[0-9](?![\w/-])|(?<![\w+/.-])\(?[2-9][0-9]{2}\)?[ .-]?[0-9]{3}[ .-][0-9]{4}(?![\w/-])/g;
 const DOUBLE_SEPARATOR = /[ .-]{2}|\(\)|[.-][()]|[()][.-]/;
 
 /** `[phone …1234]`. */
@@ -36,7 +37,7 @@ export const phoneScanner: Scanner = {
   minLength: 10,
   minDigits: 8,
   scan(text, sink) {
-    return text.replace(PHONE, (m) => {
+    return replaceMatches(PHONE, text, ([m]) => {
       const digits = m.replace(/[^0-9]/g, '');
       if (!plausible(m, digits)) return m;
       sink.hit('phone');

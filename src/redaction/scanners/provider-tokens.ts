@@ -1,3 +1,4 @@
+import { replaceMatches } from './replace-matches.js';
 import { marker, type Scanner } from './scanner.js';
 import { F_DASH, F_UPPER } from './text-features.js';
 
@@ -7,7 +8,7 @@ import { F_DASH, F_UPPER } from './text-features.js';
  * inside a word. Which provider it is, and whether the body is plausible, is decided in code.
  */
 const TOKEN =
-  /(?<![A-Za-z0-9\]])(?:gh[pousr]_|github_pat_|glpat-|xox[abposr]-|[rs]k_(?:live|test)_|whsec_|sk-|AKIA|ASIA|AIza|npm_)[A-Za-z0-9_-]{10,}/g;
+  /(?<![A-Za-z0-9])(?:gh[pousr]_|github_pat_|glpat-|xox[abposr]-|[rs]k_(?:live|test)_|whsec_|sk-|AKIA|ASIA|AIza|npm_)[A-Za-z0-9_-]{10,}/g;
 
 const ALNUM = /^[A-Za-z0-9]+$/;
 const AWS_ID_BODY = /^[A-Z0-9]{16}$/;
@@ -53,7 +54,7 @@ export const providerTokenScanner: Scanner = {
   minLength: 14,
   minDigits: 0,
   scan(text, sink) {
-    return text.replace(TOKEN, (m) => {
+    return replaceMatches(TOKEN, text, ([m]) => {
       const rule = classify(m);
       if (!rule) return m;
       sink.hit(rule);

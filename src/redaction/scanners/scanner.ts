@@ -47,10 +47,3 @@ export type Scanner = {
 export function marker(rule: string): string {
   return `[redacted:${rule}]`;
 }
-
-/*
- * Why the look-arounds also refuse `]` before and `[` after a match: markers begin with `[` and
- * end with `]`. A candidate refused in the first pass because it touched a character that a
- * replacement then turned into `]` must be refused in the second pass too, or redacting twice
- * would differ from redacting once.
- */

@@ -1,4 +1,5 @@
 import { shannonEntropy } from './checksums.js';
+import { replaceMatches } from './replace-matches.js';
 import { marker, type Scanner } from './scanner.js';
 import { F_ASSIGN } from './text-features.js';
 
@@ -82,10 +83,7 @@ const MARKER = /\[(?:redacted:|card …|iban |phone …)|\*\*\*/;
  */
 function isPlaceholder(value: string): boolean {
   return (
-    value.startsWith('${') ||
-    value.startsWith('{{') ||
-    MARKER.test(value) ||
-    PLACEHOLDERS.has(value.toLowerCase())
+    value.startsWith('${') || value.startsWith('{{') || MARKER.test(value) || PLACEHOLDERS.has(value.toLowerCase())
   );
 }
 
@@ -113,7 +111,7 @@ export const secretPairScanner: Scanner = {
   minLength: 7,
   minDigits: 0,
   scan(text, sink) {
-    return text.replace(PAIR, (m, name: string, tail: string, sep: string, raw: string) => {
+    return replaceMatches(PAIR, text, ([m, name = '', tail = '', sep = '', raw = '']) => {
       // Keep an opening quote (and its escape) so that the surrounding JSON stays well-formed.
       const open =
         raw.startsWith('\\"') || raw.startsWith("\\'") ? 2 : raw.startsWith('"') || raw.startsWith("'") ? 1 : 0;

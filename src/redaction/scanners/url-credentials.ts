@@ -1,3 +1,4 @@
+import { replaceMatches } from './replace-matches.js';
 import { marker, type Scanner } from './scanner.js';
 import { F_ASSIGN } from './text-features.js';
 
@@ -16,7 +17,7 @@ export const urlCredentialsScanner: Scanner = {
   minDigits: 0,
   mayMatch: (text) => text.includes('://'),
   scan(text, sink) {
-    return text.replace(URL_CREDENTIALS, (m, user: string, password: string) => {
+    return replaceMatches(URL_CREDENTIALS, text, ([m, user = '', password = '']) => {
       if (password.startsWith('[redacted:')) return m;
       sink.hit('url_credentials');
       return `${user}:${marker('url_credentials')}@`;

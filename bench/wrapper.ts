@@ -1,0 +1,725 @@
+/**
+ * End-to-end throughput of `withIdempotency` in a BullMQ worker, against raw BullMQ, a
+ * hand-written Postgres ledger and AWS Powertools' idempotency utility on Redis, in one process
+ * and one sitting.
+ *
+ * Variants (each drains the same number of no-op jobs at the same worker concurrency):
+ * - raw: the processor bumps an in-memory side-effect counter and returns a small object;
+ * - naive: the ledger users write by hand around the same processor: an unprepared
+ *   `insert … on conflict do nothing returning`, then `update … set status = 'completed'`;
+ * - powertools: `makeIdempotent` with its Redis `CachePersistenceLayer` on the same Redis;
+ * - powertools replay (informational, not in the JSON line): the same operations again;
+ * - fresh: `withIdempotency`, every key new (claim, run, complete);
+ * - replay: `withIdempotency`, every key already completed (the same operations enqueued again
+ *   as new jobs): served from the ledger, the side effect never runs.
+ *
+ * Each run fills a fresh queue completely (addBulk in chunks), then starts the worker; the clock
+ * runs from the worker's start until the Worker has emitted 'completed' for every job. Every job
+ * uses removeOnComplete/removeOnFail. Each variant checks that the side effect ran exactly once
+ * per job (none at all on a replay) and that every job returned its own result: a correctness
+ * check. Timings are noisy (Node, Redis and Postgres share 2 cores), so they are reported, never
+ * asserted. Variants alternate within each round, in an order rotated every round, and ratios are
+ * taken against raw in the same round.
+ *
+ * Per variant it also reports peak RSS (sampled every 100 ms during the drain; RSS rarely shrinks,
+ * so a later variant inherits an earlier one's high-water mark), Postgres statements (calls to
+ * pool.query: a batch counts once), WAL bytes and Redis commands per job (server-wide counters,
+ * Lua-internal calls included: other users of the same servers inflate them), this process's GC
+ * time, and the CPU seconds Node, Postgres (this run's sessions and the server's auxiliary
+ * processes) and Redis spent per 1000 jobs, from /proc (Linux only). CPU per job is far less
+ * sensitive to other load on the machine than jobs/s: compare variants on it when `other` is high.
+ *
+ * Run: `npm run bench` (DATABASE_URL, REDIS_URL; BENCH_JOBS, BENCH_ROUNDS, and BENCH_ONLY, a
+ * comma list of raw,naive,powertools,library, to narrow it for profiling; BENCH_CPU_PROFILE=dir
+ * writes a V8 CPU profile of each drain, which `npx tsx bench/profile-summary.ts` summarises).
+ * Progress goes to stderr; the tables and, as the last line of stdout, one JSON object with the
+ * medians (ratios: the median of the per-round ratios) go to stdout.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
+import { PerformanceObserver, performance } from 'node:perf_hooks';
+import { IdempotencyConfig, makeIdempotent } from '@aws-lambda-powertools/idempotency';
+import { CachePersistenceLayer } from '@aws-lambda-powertools/idempotency/cache';
+import { createClient } from '@redis/client';
+import { type Job, type Processor, Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { z } from 'zod';
+import { migrate } from '../src/db/migrate.js';
+import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { defineOperation } from '../src/operation/define-operation.js';
+import { withIdempotency } from '../src/worker/with-idempotency.js';
+import { type CpuSplit, cpuSnapshot, cpuSplit } from './proc-cpu.js';
+
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const JOBS = Number(process.env.BENCH_JOBS ?? 20_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONCURRENCY = 50;
+const CHUNK = 1000;
+/** Jobs per variant drained once before the rounds (JIT, connections, prepared statements); not measured. */
+const WARMUP_JOBS = 1000;
+/** Connections per Postgres variant: the ledger's default pool size, and pg's. */
+const POOL_SIZE = 10;
+/** A drain that makes no progress for this long has hung: fail rather than wait forever. */
+const STALL_MS = 60_000;
+const JOB_OPTS = { removeOnComplete: true, removeOnFail: true } as const;
+/** When set, each drain is CPU-profiled (V8 sampling profiler) into `<dir>/<variant>-<round>.cpuprofile`. */
+const PROFILE_DIR = process.env.BENCH_CPU_PROFILE;
+
+type JobData = { id: string; n: number };
+type Result = { ok: true; id: string };
+
+type UnitName = 'raw' | 'naive' | 'powertools' | 'library';
+type VariantName = 'raw' | 'naive' | 'powertools' | 'powertools_replay' | 'fresh' | 'replay';
+const VARIANTS: VariantName[] = ['raw', 'naive', 'powertools', 'powertools_replay', 'fresh', 'replay'];
+
+/** One way of processing: how its jobs are enqueued and processed, and what it must do. */
+type Variant = {
+  name: VariantName;
+  /** Jobs of variants in one unit carry the same operations (a replay repeats the one before). */
+  unit: UnitName;
+  /** 'all': the side effect runs once per job; 'none': never (served from the record). */
+  expect: 'all' | 'none';
+  enqueue(queue: Queue, items: JobData[]): Promise<void>;
+  /** Built per round: Powertools' records are scoped by a per-round key prefix. */
+  processor(tag: string): Processor;
+  /** The operation id a job carries, to check that its result is its own. */
+  idOf(job: Job): string | undefined;
+};
+
+type Measurement = {
+  perSec: number;
+  peakRssMb: number;
+  /** Garbage collection in this process, µs per job. */
+  gcPerJobUs: number;
+  pgPerJob: number;
+  walBytesPerJob: number;
+  redisPerJob: number;
+  /** CPU seconds per 1000 jobs. */
+  cpu: CpuSplit | undefined;
+};
+
+/** How often the side effect ran in the current drain. */
+let effects = 0;
+/** Statements sent through the instrumented pools (ledger and naive). */
+let pgStatements = 0;
+
+function effect(data: JobData): Result {
+  effects++;
+  return { ok: true, id: data.id };
+}
+
+function redisOptions() {
+  const url = new URL(REDIS_URL);
+  return {
+    host: url.hostname,
+    port: Number(url.port || 6379),
+    db: Number(url.pathname.slice(1) || 0),
+    maxRetriesPerRequest: null,
+  };
+}
+
+/** Counts every query a pool is asked to run (the ledger and the naive variant both call pool.query). */
+function countStatements(pool: pg.Pool): void {
+  const original = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+  (pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    pgStatements++;
+    return original(...args);
+  };
+}
+
+/** Peak RSS of this process, sampled every 100 ms. */
+class RssSampler {
+  private peak = process.memoryUsage().rss;
+  private readonly timer = setInterval(() => this.sample(), 100);
+  constructor() {
+    this.timer.unref();
+  }
+  private sample(): void {
+    this.peak = Math.max(this.peak, process.memoryUsage().rss);
+  }
+  stop(): number {
+    clearInterval(this.timer);
+    this.sample();
+    return this.peak;
+  }
+}
+
+/** Time spent in garbage collection (all kinds), from the 'gc' performance entries. */
+class GcTimer {
+  private ms = 0;
+  private readonly observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) this.ms += entry.duration;
+  });
+  constructor() {
+    this.observer.observe({ entryTypes: ['gc'] });
+  }
+  stop(): number {
+    for (const entry of this.observer.takeRecords()) this.ms += entry.duration;
+    this.observer.disconnect();
+    return this.ms;
+  }
+}
+
+type Drained = { seconds: number; peakRss: number; gcMs: number };
+
+/** The V8 profiler over one drain only (not the fill), when BENCH_CPU_PROFILE names a directory. */
+async function startProfile(): Promise<Session | undefined> {
+  if (!PROFILE_DIR) return undefined;
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 200 });
+  await session.post('Profiler.start');
+  return session;
+}
+
+async function stopProfile(session: Session | undefined, name: string): Promise<void> {
+  if (!session || !PROFILE_DIR) return;
+  const { profile } = await session.post('Profiler.stop');
+  session.disconnect();
+  mkdirSync(PROFILE_DIR, { recursive: true });
+  writeFileSync(join(PROFILE_DIR, `${name}.cpuprofile`), JSON.stringify(profile));
+}
+
+/**
+ * Starts a worker on a full queue and waits for `count` 'completed' events. Throws when a job
+ * fails, returns someone else's result, or nothing progresses for STALL_MS.
+ */
+async function drain(
+  queueName: string,
+  processor: Processor,
+  count: number,
+  variant: Variant,
+  tag: string,
+): Promise<Drained> {
+  const worker = new Worker(queueName, processor, {
+    connection: redisOptions(),
+    concurrency: CONCURRENCY,
+    autorun: false,
+  });
+  let completed = 0;
+  let failed = 0;
+  let mismatched = 0;
+  let firstError: unknown;
+  let lastProgress = Date.now();
+  let finish: () => void = () => {};
+  const done = new Promise<void>((resolve) => {
+    finish = resolve;
+  });
+  worker.on('completed', (job: Job, result: Result | undefined) => {
+    completed++;
+    lastProgress = Date.now();
+    if (result?.id !== variant.idOf(job)) mismatched++;
+    if (completed + failed >= count) finish();
+  });
+  worker.on('failed', (_job, err) => {
+    failed++;
+    firstError ??= err;
+    if (completed + failed >= count) finish();
+  });
+  worker.on('error', (err) => {
+    firstError ??= err;
+  });
+  const watchdog = setInterval(() => {
+    if (Date.now() - lastProgress > STALL_MS) {
+      firstError ??= new Error(`${variant.name}: no job completed for ${STALL_MS} ms (${completed}/${count})`);
+      finish();
+    }
+  }, 1000);
+  watchdog.unref();
+  try {
+    await worker.waitUntilReady();
+    const profile = await startProfile();
+    const rss = new RssSampler();
+    const gc = new GcTimer();
+    lastProgress = Date.now();
+    const started = performance.now();
+    const running = worker.run();
+    await done;
+    const seconds = (performance.now() - started) / 1000;
+    const peakRss = rss.stop();
+    const gcMs = gc.stop();
+    await stopProfile(profile, `${variant.name}-${tag}`);
+    await worker.close();
+    await running;
+    if (failed > 0 || firstError) {
+      throw new Error(`${variant.name}: ${failed} of ${count} jobs failed; first error: ${String(firstError)}`, {
+        cause: firstError,
+      });
+    }
+    if (completed !== count) throw new Error(`${variant.name}: ${completed} of ${count} jobs completed`);
+    if (mismatched > 0) throw new Error(`${variant.name}: ${mismatched} jobs returned a result that is not theirs`);
+    return { seconds, peakRss, gcMs };
+  } finally {
+    clearInterval(watchdog);
+    await worker.close(true).catch(() => {});
+  }
+}
+
+type Context = {
+  runId: string;
+  schema: string;
+  admin: pg.Client;
+  redis: Redis;
+  variants: Record<VariantName, Variant>;
+};
+
+/**
+ * Postgres processes whose CPU counts as this run's: its own sessions (tagged by application_name)
+ * and the server's auxiliary processes (WAL writer, checkpointer, autovacuum...), not other
+ * sessions sharing the server.
+ */
+async function postgresPids(admin: pg.Client): Promise<Set<number>> {
+  const res = await admin.query<{ pid: number }>(
+    `select pid from pg_stat_activity where application_name = current_setting('application_name')
+       or backend_type <> 'client backend'`,
+  );
+  return new Set(res.rows.map((r) => r.pid));
+}
+
+async function walLsn(admin: pg.Client): Promise<string> {
+  return (await admin.query<{ lsn: string }>('select pg_current_wal_lsn()::text as lsn')).rows[0]!.lsn;
+}
+
+async function redisCommands(redis: Redis): Promise<number> {
+  const info = await redis.info('stats');
+  return Number(/total_commands_processed:(\d+)/.exec(info)?.[1] ?? 0);
+}
+
+/** Fills a fresh queue with `count` jobs of the variant, drains it, checks the side effects, deletes the queue. */
+async function runVariant(ctx: Context, variant: Variant, tag: string, count: number): Promise<Measurement> {
+  const queueName = `bench-wrapper-${ctx.runId}-${variant.name}-${tag}`;
+  const queue = new Queue(queueName, { connection: ctx.redis, defaultJobOptions: JOB_OPTS });
+  try {
+    const items = Array.from({ length: count }, (_, n) => ({ id: `${ctx.runId}-${variant.unit}-${tag}-${n}`, n }));
+    for (let i = 0; i < items.length; i += CHUNK) await variant.enqueue(queue, items.slice(i, i + CHUNK));
+    const waiting = await queue.getWaitingCount();
+    if (waiting !== count)
+      throw new Error(`${variant.name}: ${waiting} jobs waiting after the fill, expected ${count}`);
+
+    const processor = variant.processor(tag);
+    effects = 0;
+    const statements0 = pgStatements;
+    const wal0 = await walLsn(ctx.admin);
+    const redis0 = await redisCommands(ctx.redis);
+    const pids = await postgresPids(ctx.admin);
+    const cpu0 = cpuSnapshot(pids);
+    const { seconds, peakRss, gcMs } = await drain(queueName, processor, count, variant, tag);
+    for (const pid of await postgresPids(ctx.admin)) pids.add(pid);
+    const cpu = cpuSplit(cpu0, cpuSnapshot(pids));
+    const redisPerJob = ((await redisCommands(ctx.redis)) - redis0 - 1) / count;
+    const wal = await ctx.admin.query<{ bytes: string }>('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1) as bytes', [
+      wal0,
+    ]);
+
+    const expected = variant.expect === 'all' ? count : 0;
+    if (effects !== expected) {
+      throw new Error(`${variant.name} (${tag}): the side effect ran ${effects} times, expected ${expected}`);
+    }
+    if (cpu) {
+      for (const k of ['node', 'nodeSys', 'postgres', 'redis', 'other', 'idle', 'irq'] as const) {
+        cpu[k] = (cpu[k] * 1000) / count;
+      }
+      cpu.others = cpu.others.map(([comm, sec]) => [comm, (sec * 1000) / count]);
+    }
+    return {
+      perSec: count / seconds,
+      peakRssMb: peakRss / 2 ** 20,
+      gcPerJobUs: (gcMs * 1000) / count,
+      pgPerJob: (pgStatements - statements0) / count,
+      walBytesPerJob: Number(wal.rows[0]!.bytes) / count,
+      redisPerJob,
+      cpu,
+    };
+  } finally {
+    await queue.obliterate({ force: true }).catch((error: unknown) => {
+      console.error(`bench wrapper: could not obliterate ${queueName}:`, error);
+    });
+    await queue.close();
+  }
+}
+
+/** After a library fresh run: every key of the round is completed in the ledger. */
+async function checkLedger(ctx: Context, tag: string, count: number): Promise<void> {
+  const res = await ctx.admin.query<{ n: string }>(
+    `select count(*) as n from ${ctx.schema}.idempotency_ledger where status = 'completed' and resource_key like $1`,
+    [`${ctx.runId}-library-${tag}-%`],
+  );
+  if (Number(res.rows[0]!.n) !== count) {
+    throw new Error(`fresh (${tag}): ${res.rows[0]!.n} completed ledger rows, expected ${count}`);
+  }
+}
+
+const UNITS: Record<UnitName, VariantName[]> = {
+  raw: ['raw'],
+  naive: ['naive'],
+  powertools: ['powertools', 'powertools_replay'],
+  library: ['fresh', 'replay'],
+};
+
+async function runUnit(
+  ctx: Context,
+  unit: UnitName,
+  tag: string,
+  count: number,
+): Promise<Map<VariantName, Measurement>> {
+  const out = new Map<VariantName, Measurement>();
+  for (const name of UNITS[unit]) {
+    out.set(name, await runVariant(ctx, ctx.variants[name], tag, count));
+    if (name === 'fresh') await checkLedger(ctx, tag, count);
+  }
+  return out;
+}
+
+/** The connected @redis/client client Powertools' CachePersistenceLayer requires. */
+const connectRedisClient = () => createClient({ url: REDIS_URL }).connect();
+
+function buildVariants(ledger: PostgresLedger, naivePool: pg.Pool, naiveTable: string, runId: string) {
+  const plainEnqueue = async (queue: Queue, items: JobData[]) => {
+    await queue.addBulk(items.map((data) => ({ name: 'bench', data, opts: JOB_OPTS })));
+  };
+  const plainId = (job: Job) => (job.data as JobData).id;
+
+  const operation = defineOperation({
+    name: 'bench.wrapper',
+    namespace: 'bench/wrapper',
+    version: 'v1',
+    input: z.object({ id: z.string(), n: z.number().int() }),
+    effect: (input) => input,
+    resourceKey: (input) => input.id,
+    retention: '1h',
+    lease: '10s', // shorter than the worker's lockDuration (30 s, BullMQ's default)
+    downstream: 'idempotent',
+  });
+  const library = (name: 'fresh' | 'replay'): Variant => ({
+    name,
+    unit: 'library',
+    expect: name === 'fresh' ? 'all' : 'none',
+    // The producer helper: key made at enqueue. Each run uses a new queue, so the jobIds derived
+    // from the key are new there, and the replay's jobs are not absorbed as duplicates.
+    enqueue: async (queue, items) => {
+      await operation.enqueueBulk(
+        queue,
+        items.map((input) => ({ input, options: { jobOptions: JOB_OPTS } })),
+      );
+    },
+    processor: () => withIdempotency(operation, async (input) => effect(input), { ledger }) as unknown as Processor,
+    idOf: (job) => (job.data as { input?: JobData }).input?.id,
+  });
+
+  const sql = {
+    claim: `insert into ${naiveTable} (key, status) values ($1, 'locked') on conflict (key) do nothing returning key`,
+    read: `select status, result from ${naiveTable} where key = $1`,
+    complete: `update ${naiveTable} set status = 'completed', result = $2, updated_at = now() where key = $1`,
+  };
+
+  // Powertools is built for Lambda: without a context it cannot expire in-progress records. A
+  // worker's equivalent of the remaining time is its lock duration (BullMQ's default, 30 s).
+  const lambdaContext = { getRemainingTimeInMillis: () => 30_000 };
+  let ptClient: Awaited<ReturnType<typeof connectRedisClient>> | undefined;
+  const powertools = (name: 'powertools' | 'powertools_replay'): Variant => ({
+    name,
+    unit: 'powertools',
+    expect: name === 'powertools' ? 'all' : 'none',
+    enqueue: plainEnqueue,
+    processor: (tag) => {
+      if (!ptClient) throw new Error('the Powertools Redis client is not connected');
+      const config = new IdempotencyConfig({ eventKeyJmesPath: 'id', expiresAfterSeconds: 3600 });
+      config.registerLambdaContext(lambdaContext as Parameters<IdempotencyConfig['registerLambdaContext']>[0]);
+      const idempotent = makeIdempotent(async (data: JobData) => effect(data), {
+        persistenceStore: new CachePersistenceLayer({ client: ptClient }),
+        config,
+        keyPrefix: `${runId}:pt:${tag}`,
+      });
+      return (job: Job) => idempotent(job.data as JobData);
+    },
+    idOf: plainId,
+  });
+
+  const variants: Record<VariantName, Variant> = {
+    raw: {
+      name: 'raw',
+      unit: 'raw',
+      expect: 'all',
+      enqueue: plainEnqueue,
+      processor: () => async (job: Job) => effect(job.data as JobData),
+      idOf: plainId,
+    },
+    naive: {
+      name: 'naive',
+      unit: 'naive',
+      expect: 'all',
+      enqueue: plainEnqueue,
+      processor: () => async (job: Job) => {
+        const data = job.data as JobData;
+        const claimed = await naivePool.query(sql.claim, [data.id]);
+        if (claimed.rowCount === 0) {
+          const row = (await naivePool.query<{ status: string; result: Result }>(sql.read, [data.id])).rows[0];
+          if (row?.status === 'completed') return row.result;
+          throw new Error(`naive: ${data.id} is in progress elsewhere`);
+        }
+        const result = effect(data);
+        await naivePool.query(sql.complete, [data.id, JSON.stringify(result)]);
+        return result;
+      },
+      idOf: plainId,
+    },
+    powertools: powertools('powertools'),
+    powertools_replay: powertools('powertools_replay'),
+    fresh: library('fresh'),
+    replay: library('replay'),
+  };
+  return {
+    variants,
+    connectPowertools: async () => {
+      ptClient = await connectRedisClient();
+    },
+    closePowertools: async () => {
+      await ptClient?.close();
+    },
+  };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
+function table(header: string[], rows: string[][]): void {
+  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((row) => (row[c] ?? '').length)));
+  const line = (cells: string[]) =>
+    cells.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
+  console.log(line(header));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const row of rows) console.log(line(row));
+}
+
+const LABELS: Record<VariantName, string> = {
+  raw: 'raw BullMQ',
+  naive: 'naive ledger',
+  powertools: 'Powertools (Redis)',
+  powertools_replay: 'Powertools replay',
+  fresh: 'withIdempotency fresh',
+  replay: 'withIdempotency replay',
+};
+
+type Results = Map<VariantName, Measurement[]>;
+
+/** Per-round ratio a/b, or undefined when either side did not run that round. */
+function ratios(results: Results, a: VariantName, b: VariantName): number[] {
+  const xs = results.get(a) ?? [];
+  const ys = results.get(b) ?? [];
+  return xs.flatMap((x, r) => (ys[r] ? [x.perSec / ys[r]!.perSec] : []));
+}
+
+function report(results: Results): void {
+  const present = VARIANTS.filter((v) => results.has(v));
+  const rounds = Array.from({ length: ROUNDS }, (_, r) => `round ${r + 1}`);
+  const rows: string[][] = [];
+  for (const v of present) {
+    const series = results.get(v)!.map((m) => m.perSec);
+    rows.push([`${LABELS[v]} jobs/s`, ...series.map((x) => String(Math.round(x))), String(Math.round(median(series)))]);
+  }
+  const ratioRow = (label: string, a: VariantName, b: VariantName) => {
+    const rs = ratios(results, a, b);
+    if (rs.length) rows.push([label, ...rs.map((x) => `${x.toFixed(2)}x`), `${median(rs).toFixed(2)}x`]);
+  };
+  for (const v of present) if (v !== 'raw') ratioRow(`${v} / raw`, v, 'raw');
+  ratioRow('fresh / powertools', 'fresh', 'powertools');
+  ratioRow('replay / powertools_replay', 'replay', 'powertools_replay');
+  console.log(
+    `\nThroughput: ${JOBS} jobs per drain, concurrency ${CONCURRENCY} (ratio median = median of per-round ratios)`,
+  );
+  table(['variant', ...rounds, 'median'], rows);
+
+  const cost: string[][] = present.map((v) => {
+    const ms = results.get(v)!;
+    const med = (f: (m: Measurement) => number) => median(ms.map(f));
+    const cpu = (k: 'node' | 'nodeSys' | 'postgres' | 'redis' | 'other' | 'idle') =>
+      ms[0]?.cpu ? med((m) => m.cpu![k]).toFixed(2) : '-';
+    const ours = ms[0]?.cpu ? med((m) => m.cpu!.node + m.cpu!.postgres + m.cpu!.redis).toFixed(2) : '-';
+    return [
+      LABELS[v],
+      Math.max(...ms.map((m) => m.peakRssMb)).toFixed(0),
+      med((m) => m.pgPerJob).toFixed(2),
+      med((m) => m.walBytesPerJob).toFixed(0),
+      med((m) => m.redisPerJob).toFixed(1),
+      cpu('node'),
+      cpu('nodeSys'),
+      med((m) => m.gcPerJobUs / 1000).toFixed(2),
+      cpu('postgres'),
+      cpu('redis'),
+      ours,
+      cpu('other'),
+      cpu('idle'),
+    ];
+  });
+  console.log(
+    '\nCost per job (medians; peak RSS: max over rounds; CPU: seconds per 1000 jobs, from /proc; (sys): kernel' +
+      ' part of node; (gc): node GC time; other: any other process, irq and softirq time)',
+  );
+  table(
+    [
+      'variant',
+      'peak RSS MB',
+      'pg stmts/job',
+      'WAL B/job',
+      'redis cmds/job',
+      'node',
+      '(sys)',
+      '(gc)',
+      'postgres',
+      'redis',
+      'n+pg+r',
+      'other',
+      'idle',
+    ],
+    cost,
+  );
+}
+
+function summary(results: Results): Record<string, unknown> {
+  const perSec = (v: VariantName) => {
+    const ms = results.get(v);
+    return ms ? Math.round(median(ms.map((m) => m.perSec))) : null;
+  };
+  const ratio = (a: VariantName, b: VariantName) => {
+    const rs = ratios(results, a, b);
+    return rs.length ? round2(median(rs)) : null;
+  };
+  const peak: Record<string, number> = {};
+  for (const [v, ms] of results) peak[v] = Math.round(Math.max(...ms.map((m) => m.peakRssMb)));
+  return {
+    bench: 'wrapper',
+    raw_per_s: perSec('raw'),
+    naive_per_s: perSec('naive'),
+    powertools_per_s: perSec('powertools'),
+    fresh_per_s: perSec('fresh'),
+    replay_per_s: perSec('replay'),
+    fresh_vs_raw: ratio('fresh', 'raw'),
+    replay_vs_raw: ratio('replay', 'raw'),
+    fresh_vs_powertools: ratio('fresh', 'powertools'),
+    peak_rss_mb: peak,
+  };
+}
+
+async function main(): Promise<void> {
+  const runId = randomBytes(4).toString('hex');
+  const schema = `bench_wrapper_${runId}`;
+  const only = (process.env.BENCH_ONLY ?? 'raw,naive,powertools,library').split(',').map((s) => s.trim());
+  const units = (['raw', 'naive', 'powertools', 'library'] as const).filter((u) => only.includes(u));
+  if (units.length === 0) throw new Error(`BENCH_ONLY names no unit: ${process.env.BENCH_ONLY}`);
+
+  // Every connection of this run carries the run's application_name (see postgresPids).
+  const url = new URL(DATABASE_URL);
+  url.searchParams.set('application_name', schema);
+  const databaseUrl = url.toString();
+  const admin = new pg.Client({ connectionString: databaseUrl });
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  let ledger: PostgresLedger | undefined;
+  let naivePool: pg.Pool | undefined;
+  let closePowertools: (() => Promise<void>) | undefined;
+  let failed = false;
+  try {
+    await admin.connect();
+    await migrate({ connectionString: databaseUrl, schema });
+    const naiveTable = `${schema}.naive_ledger`;
+    await admin.query(`create table ${naiveTable} (key text primary key, status text not null, result jsonb,
+      created_at timestamptz not null default now(), updated_at timestamptz not null default now())`);
+    ledger = new PostgresLedger({ connectionString: databaseUrl, schema, poolSize: POOL_SIZE });
+    naivePool = new pg.Pool({ connectionString: databaseUrl, max: POOL_SIZE });
+    countStatements(ledger.pool);
+    countStatements(naivePool);
+    const built = buildVariants(ledger, naivePool, naiveTable, runId);
+    closePowertools = built.closePowertools;
+    await built.connectPowertools();
+    const ctx: Context = { runId, schema, admin, redis, variants: built.variants };
+
+    console.error(
+      `bench wrapper: run ${runId}, ${JOBS} jobs x ${ROUNDS} rounds, concurrency ${CONCURRENCY}, pg pools ${POOL_SIZE}, units ${units.join(',')}, ${sourceVersion()}`,
+    );
+    for (const unit of units) await runUnit(ctx, unit, 'w', WARMUP_JOBS);
+
+    const results: Results = new Map();
+    for (let round = 0; round < ROUNDS; round++) {
+      // Rotate the order each round, so no variant always runs first (or last) in a round.
+      const order = units.map((_, i) => units[(i + round) % units.length]!);
+      for (const unit of order) {
+        const measured = await runUnit(ctx, unit, `r${round + 1}`, JOBS);
+        for (const [name, m] of measured) {
+          const series = results.get(name) ?? [];
+          series[round] = m;
+          results.set(name, series);
+          const others = m.cpu?.others.map(([comm, sec]) => `${comm} ${sec.toFixed(2)}`).join(', ');
+          console.error(
+            `  round ${round + 1} ${name.padEnd(17)} ${String(Math.round(m.perSec)).padStart(6)} jobs/s, peak RSS ${m.peakRssMb.toFixed(0)} MB` +
+              (m.cpu ? `; other CPU s/1000 jobs: irq ${m.cpu.irq.toFixed(2)}, ${others || '-'}` : ''),
+          );
+        }
+      }
+    }
+    report(results);
+    console.log(JSON.stringify(summary(results)));
+  } catch (error) {
+    failed = true;
+    throw error;
+  } finally {
+    // Each step runs even when an earlier one fails: the schema and the keys must go whatever happened.
+    const steps: [string, () => Promise<unknown> | undefined][] = [
+      ['close the Powertools client', () => closePowertools?.()],
+      ['delete the Powertools records', () => deleteKeys(redis, `${runId}:pt:*`)],
+      ['delete leftover queue keys', () => deleteKeys(redis, `bull:bench-wrapper-${runId}-*`)],
+      ['close the ledger', () => ledger?.close()],
+      ['end the naive pool', () => naivePool?.end()],
+      [`drop schema ${schema}`, () => admin.query(`drop schema if exists ${schema} cascade`)],
+      ['end the admin connection', () => admin.end()],
+      ['close the Redis connection', () => redis.quit()],
+    ];
+    for (const [what, step] of steps) {
+      try {
+        await step();
+      } catch (error) {
+        console.error(`bench wrapper: could not ${what}:`, error);
+        if (!failed) process.exitCode = 1;
+      }
+    }
+  }
+}
+
+/**
+ * Short hash and newest modification time of the library source the run measured (src/ changes
+ * while others work on it; this ties printed figures to one version of it).
+ */
+function sourceVersion(): string {
+  const root = new URL('../src/', import.meta.url);
+  const files = (readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts')).sort();
+  const hash = createHash('sha256');
+  let newest = 0;
+  for (const f of files) {
+    const file = new URL(f, root);
+    hash.update(f).update(readFileSync(file));
+    newest = Math.max(newest, statSync(file).mtimeMs);
+  }
+  return `src ${hash.digest('hex').slice(0, 12)} (newest file ${new Date(newest).toISOString()})`;
+}
+
+async function deleteKeys(redis: Redis, pattern: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length) await redis.unlink(...keys);
+  } while (cursor !== '0');
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});

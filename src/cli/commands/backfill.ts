@@ -1,0 +1,221 @@
+import type { Queue } from 'bullmq';
+import type pg from 'pg';
+import { type BackfillProgress, DEFAULT_BACKFILL_QUEUE, runBackfill } from '../../../jobs/audit-backfill.js';
+import type { CliContext, Output } from '../context.js';
+import { CliError, EXIT, usageError } from '../errors.js';
+import { formatDuration, toJson } from '../format.js';
+
+export type BackfillCommandOptions = {
+  since?: Date;
+  name: string;
+  wait?: boolean;
+  inline?: boolean;
+  pageSize?: number;
+  maxRowsPerSecond?: number;
+  json?: boolean;
+};
+
+/** Where a backfill starts and how much it has ahead, for the progress line. */
+async function plan(pool: pg.Pool, schema: string, name: string, since: Date | undefined) {
+  const cp = (
+    await pool.query(
+      `select last_updated_at::text as at, last_key, rows_scanned, events_enqueued
+       from ${schema}.audit_backfill_checkpoint where name = $1`,
+      [name],
+    )
+  ).rows[0] as
+    | { at: string | null; last_key: string | null; rows_scanned: string; events_enqueued: string }
+    | undefined;
+  const cursor = since ? { at: since.toISOString(), key: '' } : { at: cp?.at ?? '-infinity', key: cp?.last_key ?? '' };
+  const total = (
+    await pool.query(
+      `select count(*)::int8 as n from ${schema}.idempotency_ledger where (updated_at, key) > ($1::timestamptz, $2)`,
+      [cursor.at, cursor.key],
+    )
+  ).rows[0] as { n: string };
+  return {
+    rowsBefore: Number(cp?.rows_scanned ?? 0),
+    eventsBefore: Number(cp?.events_enqueued ?? 0),
+    total: Number(total.n),
+  };
+}
+
+/** The live progress line: redrawn in place on a terminal, one line a second otherwise (stderr). */
+class ProgressLine {
+  private readonly started = Date.now();
+  private lastPrint = 0;
+  private drawn = false;
+
+  constructor(
+    private readonly io: Output,
+    private readonly p: Awaited<ReturnType<typeof plan>>,
+  ) {}
+
+  /** Counts of this run (the checkpoint's counters are cumulative). */
+  run(progress: BackfillProgress) {
+    return {
+      rowsScanned: Math.max(0, progress.rowsScanned - this.p.rowsBefore),
+      eventsEnqueued: Math.max(0, progress.eventsEnqueued - this.p.eventsBefore),
+      outboxBatchesDrained: progress.outboxBatchesDrained,
+      done: progress.done,
+    };
+  }
+
+  update(progress: BackfillProgress): void {
+    const now = Date.now();
+    if (!progress.done && !this.io.progressTTY && now - this.lastPrint < 1000) return;
+    this.lastPrint = now;
+    const r = this.run(progress);
+    const seconds = Math.max((now - this.started) / 1000, 0.001);
+    const rate = r.rowsScanned / seconds;
+    const total = Math.max(this.p.total, r.rowsScanned);
+    const pct = total === 0 ? 100 : Math.floor((r.rowsScanned / total) * 100);
+    const eta = progress.done
+      ? 'done'
+      : rate > 0
+        ? `ETA ${formatDuration(((total - r.rowsScanned) / rate) * 1000)}`
+        : 'ETA ?';
+    const line = `backfill: rows ${r.rowsScanned}/${total} (${pct}%) · events ${r.eventsEnqueued} · ${rate.toFixed(0)} rows/s · ${eta}`;
+    if (this.io.progressTTY) {
+      this.io.errRaw(`\r\x1b[2K${line}`);
+      this.drawn = true;
+    } else {
+      this.io.err(line);
+    }
+  }
+
+  end(): void {
+    if (this.drawn) this.io.errRaw('\n');
+    this.drawn = false;
+  }
+}
+
+function onSigint(): { readonly interrupted: boolean; signal: AbortSignal; dispose(): void } {
+  const ac = new AbortController();
+  const handler = () => ac.abort();
+  process.once('SIGINT', handler);
+  return {
+    get interrupted() {
+      return ac.signal.aborted;
+    },
+    signal: ac.signal,
+    dispose: () => process.off('SIGINT', handler),
+  };
+}
+
+export async function backfillCommand(ctx: CliContext, opts: BackfillCommandOptions): Promise<void> {
+  if (!opts.inline && (opts.pageSize !== undefined || opts.maxRowsPerSecond !== undefined)) {
+    throw usageError('--page-size and --max-rows-per-second apply to --inline only (the worker uses its own settings)');
+  }
+  ctx.require('DATABASE_URL', 'REDIS_URL');
+  const pool = await ctx.pool();
+  await ctx.redis();
+  const p = await plan(pool, ctx.schema, opts.name, opts.since);
+  const line = new ProgressLine(ctx.io, p);
+  const sigint = onSigint();
+  try {
+    if (opts.inline) {
+      const auditQueue = await ctx.queue(ctx.config.auditQueue);
+      const result = await runBackfill({
+        pool,
+        auditQueue,
+        schema: ctx.schema,
+        name: opts.name,
+        signal: sigint.signal,
+        onProgress: (pr) => line.update(pr),
+        ...(opts.since ? { since: opts.since } : {}),
+        ...(opts.pageSize ? { pageSize: opts.pageSize } : {}),
+        ...(opts.maxRowsPerSecond ? { maxRowsPerSecond: opts.maxRowsPerSecond } : {}),
+      });
+      line.end();
+      if (!result.done) {
+        throw new CliError(
+          EXIT.interrupted,
+          `interrupted: the backfill resumes from its checkpoint on the next run with --name ${opts.name}`,
+        );
+      }
+      report(ctx, opts, line.run(result), ctx.config.auditQueue);
+      return;
+    }
+    const queue = await ctx.queue(DEFAULT_BACKFILL_QUEUE);
+    const job = await queue.add(
+      'backfill',
+      { name: opts.name, ...(opts.since ? { since: opts.since.toISOString() } : {}) },
+      { removeOnComplete: 100, removeOnFail: 100 },
+    );
+    const jobId = job.id as string;
+    if (!opts.wait) {
+      if (opts.json) ctx.io.out(toJson({ jobId, queue: DEFAULT_BACKFILL_QUEUE, name: opts.name, rowsAhead: p.total }));
+      else
+        ctx.io.out(
+          `enqueued backfill job ${jobId} on queue ${DEFAULT_BACKFILL_QUEUE} (checkpoint ${opts.name}, about ${p.total} ledger rows ahead); ` +
+            'the worker process (npm start) runs it: follow it with --wait',
+        );
+      return;
+    }
+    ctx.io.err(
+      `enqueued backfill job ${jobId} on queue ${DEFAULT_BACKFILL_QUEUE}; waiting for it (Ctrl-C stops waiting)`,
+    );
+    const final = await follow(ctx, queue, jobId, line, sigint);
+    line.update(final);
+    line.end();
+    report(ctx, opts, line.run(final), ctx.config.auditQueue, jobId);
+  } finally {
+    line.end();
+    sigint.dispose();
+  }
+}
+
+const WAITING = new Set(['waiting', 'prioritized', 'delayed', 'waiting-children']);
+const NO_WORKER_HINT_MS = 5_000;
+
+async function follow(
+  ctx: CliContext,
+  queue: Queue,
+  jobId: string,
+  line: ProgressLine,
+  sigint: { readonly interrupted: boolean },
+): Promise<BackfillProgress> {
+  const since = Date.now();
+  let hinted = false;
+  for (;;) {
+    if (sigint.interrupted) {
+      throw new CliError(EXIT.interrupted, `stopped waiting; backfill job ${jobId} keeps running on the worker`);
+    }
+    const job = await queue.getJob(jobId);
+    if (!job) throw new CliError(EXIT.failure, `backfill job ${jobId} disappeared from queue ${queue.name}`);
+    const state = await job.getState();
+    if (state === 'completed') return job.returnvalue as BackfillProgress;
+    if (state === 'failed') {
+      line.end();
+      throw new CliError(EXIT.failure, `backfill job ${jobId} failed: ${job.failedReason}`);
+    }
+    if (typeof job.progress === 'object' && job.progress !== null) line.update(job.progress as BackfillProgress);
+    else if (!hinted && WAITING.has(state) && Date.now() - since > NO_WORKER_HINT_MS) {
+      hinted = true;
+      line.end();
+      ctx.io.err(
+        `job ${jobId} is still ${state}: is a worker process (npm start) running with prefix ${ctx.config.prefix}? ` +
+          '`backfill --inline` runs the backfill in this process instead',
+      );
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+function report(
+  ctx: CliContext,
+  opts: BackfillCommandOptions,
+  run: { rowsScanned: number; eventsEnqueued: number; outboxBatchesDrained: number; done: boolean },
+  auditQueue: string,
+  jobId?: string,
+): void {
+  if (opts.json) {
+    ctx.io.out(toJson({ ...(jobId ? { jobId } : {}), name: opts.name, auditQueue, ...run }));
+    return;
+  }
+  ctx.io.out(
+    `backfill done: ${run.rowsScanned} ledger rows scanned, ${run.eventsEnqueued} audit events enqueued on queue ${auditQueue}, ` +
+      `${run.outboxBatchesDrained} outbox batches drained; the audit writer (npm start) stores them, existing events are not written twice`,
+  );
+}

@@ -1,0 +1,216 @@
+import type { AuditEvent } from '../../audit/audit-event.js';
+import { IllegalTransitionError } from '../../errors/errors.js';
+import { boundedKey, idempotencyKeySchema } from '../../keys/idempotency-key.js';
+import type { LedgerRecord } from '../../ledger/types.js';
+import { ENVELOPE_FIELD } from '../../operation/envelope.js';
+import type { CliContext } from '../context.js';
+import { CliError, EXIT, notFound } from '../errors.js';
+import { renderRecord, table, toJson } from '../format.js';
+import { normalizeKey } from '../keys.js';
+import type { OperatorAction } from '../operator-audit.js';
+
+function missingKey(key: string): CliError {
+  const hint = key.startsWith('idem_')
+    ? ' (this looks like a BullMQ job id: use `inspect --job <queue> <id>`)'
+    : ' (give the bounded key, namespace:resourceKey:version with percent-encoded parts, as ctx.idempotencyKey shows it)';
+  return notFound(`no ledger record for key ${key}${hint}`);
+}
+
+async function getRecord(ctx: CliContext, key: string): Promise<LedgerRecord> {
+  const record = await (await ctx.ledger()).get(key);
+  if (!record) throw missingKey(key);
+  return record;
+}
+
+/** The bounded key a job carries in its data envelope. */
+async function keyOfJob(ctx: CliContext, queueName: string, jobId: string) {
+  ctx.require('DATABASE_URL', 'REDIS_URL');
+  const queue = await ctx.queue(queueName);
+  const job = await queue.getJob(jobId);
+  if (!job) {
+    throw notFound(`no job ${jobId} in queue ${queueName} (prefix ${ctx.config.prefix})`);
+  }
+  const meta = (job.data as Record<string, unknown> | undefined)?.[ENVELOPE_FIELD] as { key?: unknown } | undefined;
+  const parsed = idempotencyKeySchema.safeParse(meta?.key);
+  if (!parsed.success) {
+    throw notFound(`job ${jobId} in queue ${queueName} carries no idempotency key (data.${ENVELOPE_FIELD}.key)`);
+  }
+  return {
+    key: boundedKey(parsed.data),
+    job: {
+      queue: queueName,
+      id: jobId,
+      name: job.name,
+      state: await job.getState(),
+      attemptsMade: job.attemptsMade,
+      attemptsStarted: job.attemptsStarted,
+      stalledCounter: job.stalledCounter,
+      ...(job.failedReason ? { failedReason: job.failedReason } : {}),
+    },
+  };
+}
+
+export async function inspectCommand(
+  ctx: CliContext,
+  keyOrJobId: string,
+  opts: { job?: string; json?: boolean },
+): Promise<void> {
+  ctx.require('DATABASE_URL');
+  let key = opts.job === undefined ? normalizeKey(keyOrJobId) : keyOrJobId;
+  let job: Awaited<ReturnType<typeof keyOfJob>>['job'] | undefined;
+  if (opts.job !== undefined) ({ key, job } = await keyOfJob(ctx, opts.job, keyOrJobId));
+  const record = await (await ctx.ledger()).get(key);
+  if (opts.json) {
+    if (job || record) ctx.io.out(toJson(job ? { job, record } : record));
+  } else {
+    if (job) {
+      ctx.io.out(
+        `${table([
+          ['job', `${job.queue} / ${job.id} (${job.name})`],
+          ['job state', job.state],
+          ['attempts', `made ${job.attemptsMade}, started ${job.attemptsStarted ?? 0}, stalled ${job.stalledCounter}`],
+          ...(job.failedReason ? [['failed reason', job.failedReason] as [string, string]] : []),
+        ])}\n`,
+      );
+    }
+    if (record) ctx.io.out(renderRecord(record));
+  }
+  if (!record) {
+    if (job) throw notFound(`no ledger record for key ${key}: the job has not claimed it yet, or it expired`);
+    throw missingKey(key);
+  }
+}
+
+export async function invalidateCommand(
+  ctx: CliContext,
+  keyArg: string,
+  opts: { reason: string; actor: string; json?: boolean },
+): Promise<void> {
+  const key = normalizeKey(keyArg);
+  ctx.require('DATABASE_URL');
+  const { assertAuditable, operatorEvent } = await import('../operator-audit.js');
+  const ledger = await ctx.ledger();
+  const record = await getRecord(ctx, key);
+  const action: Omit<OperatorAction, 'receipt'> = {
+    type: 'invalidated',
+    record,
+    actorId: opts.actor,
+    reason: opts.reason,
+    reasonCode: 'OPERATOR_INVALIDATED',
+    afterStatus: 'invalidated',
+  };
+  assertAuditable(action);
+  const receipt = await ledger.invalidate(key);
+  const event = operatorEvent({ ...action, receipt, details: { previousStatus: receipt.previousStatus } });
+  const eventId = await writeOperatorEvent(ctx, event, `${key} was invalidated`);
+  if (opts.json) {
+    ctx.io.out(
+      toJson({
+        key,
+        previousStatus: receipt.previousStatus,
+        epoch: receipt.epoch,
+        at: receipt.at,
+        auditEventId: eventId,
+      }),
+    );
+  } else {
+    ctx.io.out(
+      `invalidated ${key}: was ${receipt.previousStatus} (epoch ${record.epoch}), now invalidated at epoch ${receipt.epoch}; ` +
+        `the next claim executes again\naudit event ${eventId} (actor user:${opts.actor})`,
+    );
+  }
+}
+
+export async function resolveCommand(
+  ctx: CliContext,
+  keyArg: string,
+  opts: {
+    committed?: boolean;
+    notCommitted?: boolean;
+    result?: { value: unknown };
+    reason: string;
+    actor: string;
+    json?: boolean;
+  },
+): Promise<void> {
+  if (!opts.committed && !opts.notCommitted) {
+    throw new CliError(EXIT.usage, 'say what happened: --committed --result <json>, or --not-committed');
+  }
+  if (opts.committed && opts.result === undefined) {
+    throw new CliError(EXIT.usage, '--committed needs --result <json>: the result a replay will return');
+  }
+  if (opts.notCommitted && opts.result !== undefined) {
+    throw new CliError(EXIT.usage, '--result goes with --committed only');
+  }
+  const key = normalizeKey(keyArg);
+  ctx.require('DATABASE_URL');
+  const { assertAuditable, operatorEvent } = await import('../operator-audit.js');
+  const ledger = await ctx.ledger();
+  const record = await getRecord(ctx, key);
+  const committed = Boolean(opts.committed);
+  if (record.status !== 'unknown') {
+    throw new CliError(
+      EXIT.illegalTransition,
+      `cannot resolve ${key}: it is ${record.status} (epoch ${record.epoch}), not unknown. ` +
+        'resolve only settles an unknown outcome; `invalidate` forces the next attempt to execute again',
+    );
+  }
+  const action: Omit<OperatorAction, 'receipt'> = {
+    type: 'resolved',
+    record,
+    actorId: opts.actor,
+    reason: opts.reason,
+    reasonCode: committed ? 'OPERATOR_RESOLVED_COMMITTED' : 'OPERATOR_RESOLVED_NOT_COMMITTED',
+    afterStatus: committed ? 'completed' : 'released',
+  };
+  assertAuditable(action);
+  let receipt: Awaited<ReturnType<typeof ledger.resolve>>;
+  try {
+    receipt = await ledger.resolve(
+      key,
+      committed ? { committed: true, result: (opts.result as { value: unknown }).value } : { committed: false },
+    );
+  } catch (err) {
+    if (err instanceof IllegalTransitionError && err.details.from !== null) {
+      // Someone else settled it between our read and the write.
+      throw new CliError(EXIT.illegalTransition, `cannot resolve ${key}: it is now ${err.details.from}, not unknown`);
+    }
+    throw err;
+  }
+  const event = operatorEvent({ ...action, receipt, details: { outcome: committed ? 'committed' : 'not_committed' } });
+  const eventId = await writeOperatorEvent(ctx, event, `${key} was resolved`);
+  if (opts.json) {
+    ctx.io.out(
+      toJson({
+        key,
+        committed,
+        status: action.afterStatus,
+        epoch: receipt.epoch,
+        at: receipt.at,
+        auditEventId: eventId,
+      }),
+    );
+  } else {
+    ctx.io.out(
+      committed
+        ? `resolved ${key} as committed: completed at epoch ${receipt.epoch}; replays return the given result`
+        : `resolved ${key} as not committed: released at epoch ${receipt.epoch}; the next claim executes again`,
+    );
+    ctx.io.out(`audit event ${eventId} (actor user:${opts.actor})`);
+  }
+}
+
+/** Writes an operator's event straight to Postgres; the ledger change has already happened. */
+export async function writeOperatorEvent(ctx: CliContext, event: AuditEvent, done: string): Promise<string> {
+  try {
+    const r = await (await ctx.store()).writeBatch([event]);
+    if (r.deadLettered > 0) throw new Error('the event was refused and dead-lettered');
+    return event.eventId;
+  } catch (err) {
+    throw new CliError(
+      EXIT.failure,
+      `${done}, but its audit event could not be written: ${(err as Error).message}. ` +
+        '`bullmq-idempotency backfill` derives it from the ledger (without actor and reason)',
+    );
+  }
+}

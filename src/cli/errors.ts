@@ -1,0 +1,99 @@
+import { CommanderError } from 'commander';
+import { ConfigError, reasonOf, ServiceUnavailableError } from '../config/errors.js';
+import { ERROR_CODES, isIdempotencyError } from '../errors/idempotency-error.js';
+
+/** Exit codes of the CLI: distinct per kind of failure, stable for scripts. */
+export const EXIT = {
+  ok: 0,
+  /** Anything else (a bug, a database error, an audit write that failed...). */
+  failure: 1,
+  /** Bad arguments or usage (commander's own usage errors too). */
+  usage: 2,
+  /** Missing or invalid configuration (DATABASE_URL, REDIS_URL, BQI_*). */
+  config: 3,
+  /** Postgres or Redis unreachable. */
+  unreachable: 4,
+  /** Unknown key, job, task. */
+  notFound: 5,
+  /** The ledger refused the transition (e.g. resolve of a key that is not `unknown`). */
+  illegalTransition: 6,
+  /** Interrupted by SIGINT (conventional 128 + 2). */
+  interrupted: 130,
+} as const;
+
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/** An error the CLI reports as a message and an exit code (no stack). */
+export class CliError extends Error {
+  constructor(
+    readonly exitCode: ExitCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'CliError';
+  }
+}
+
+export const usageError = (message: string) => new CliError(EXIT.usage, message);
+export const notFound = (message: string) => new CliError(EXIT.notFound, message);
+
+/** Network-level failures after the start-up check: the service went away mid-command. */
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'EPIPE',
+  '57P01', // admin_shutdown
+  '57P03', // cannot_connect_now
+]);
+
+/** Postgres: the library's tables or schema are missing. */
+const NOT_MIGRATED_CODES = new Set(['42P01', '3F000']);
+
+/** Maps any error to the message to print and the exit code. */
+export function describeFailure(err: unknown, schema: string): { exitCode: number; message: string } {
+  if (err instanceof CommanderError) {
+    // commander has already printed its message (and the help hint); help and version exit 0.
+    return { exitCode: err.exitCode === 0 ? EXIT.ok : EXIT.usage, message: '' };
+  }
+  if (err instanceof CliError) return { exitCode: err.exitCode, message: err.message };
+  if (err instanceof ConfigError) return { exitCode: EXIT.config, message: err.message };
+  if (err instanceof ServiceUnavailableError) return { exitCode: EXIT.unreachable, message: err.message };
+  if (isIdempotencyError(err)) {
+    switch (err.code) {
+      case ERROR_CODES.illegalTransition: {
+        const d = err.details as { key?: string; from?: string | null; action?: string };
+        return d.from === null || d.from === undefined
+          ? { exitCode: EXIT.notFound, message: `no ledger record for key ${d.key}` }
+          : { exitCode: EXIT.illegalTransition, message: err.message };
+      }
+      case ERROR_CODES.notFound:
+        return { exitCode: EXIT.notFound, message: err.message };
+      case ERROR_CODES.invalidKey:
+      case ERROR_CODES.invalidInput:
+      case ERROR_CODES.tooLarge:
+      case ERROR_CODES.serialization:
+        return { exitCode: EXIT.usage, message: err.message };
+      case ERROR_CODES.config:
+        return { exitCode: EXIT.config, message: err.message };
+      default:
+        return { exitCode: EXIT.failure, message: err.message };
+    }
+  }
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && NOT_MIGRATED_CODES.has(code)) {
+    return {
+      exitCode: EXIT.failure,
+      message: `${reasonOf(err)}: is schema ${schema} migrated? Run \`bullmq-idempotency migrate\` first`,
+    };
+  }
+  if (typeof code === 'string' && NETWORK_CODES.has(code)) {
+    return { exitCode: EXIT.unreachable, message: `lost the connection: ${reasonOf(err)}` };
+  }
+  const message = err instanceof Error ? reasonOf(err) : String(err);
+  return { exitCode: EXIT.failure, message: process.env.BQI_DEBUG && err instanceof Error ? `${err.stack}` : message };
+}

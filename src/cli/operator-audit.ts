@@ -1,0 +1,100 @@
+import { type AuditEvent, auditEventSchema } from '../audit/audit-event.js';
+import { auditEventFromWrapper } from '../audit/from-wrapper.js';
+import { boundedKey } from '../keys/idempotency-key.js';
+import type { LedgerRecord, LedgerStatus, WriteReceipt } from '../ledger/types.js';
+import { DEFAULT_REDACTION_POLICY, redactString } from '../redaction/index.js';
+import type { WrapperEvent } from '../worker/types.js';
+import { CliError, EXIT } from './errors.js';
+
+/** Longest operator reason kept in an audit event (it is free text: short, scanned, bounded). */
+export const MAX_REASON_LENGTH = 500;
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]+/g;
+
+/**
+ * Operator text as it may enter the audit trail: one line, control characters removed, value
+ * scanners of the default redaction policy applied (e-mail addresses, tokens, card numbers...),
+ * at most {@link MAX_REASON_LENGTH} characters.
+ */
+export function cleanReason(text: string): string {
+  const oneLine = text.replace(CONTROL, ' ').replace(/\s+/g, ' ').trim();
+  const scrubbed = redactString(oneLine, DEFAULT_REDACTION_POLICY);
+  return scrubbed.length <= MAX_REASON_LENGTH ? scrubbed : `${scrubbed.slice(0, MAX_REASON_LENGTH - 1)}…`;
+}
+
+const STEP = '#step=';
+
+/** The key of the operation a step row belongs to (as the backfill derives it). */
+function parentKeyOf(r: LedgerRecord): string {
+  const i = r.resourceKey.lastIndexOf(STEP);
+  return i < 0
+    ? r.key
+    : boundedKey({ namespace: r.namespace, resourceKey: r.resourceKey.slice(0, i), version: r.version });
+}
+
+export type OperatorAction = {
+  type: 'invalidated' | 'resolved';
+  /** The record before the action (job, task and step are unchanged by it). */
+  record: LedgerRecord;
+  /** The ledger's receipt: the new epoch and the database time of the transition. */
+  receipt: WriteReceipt;
+  actorId: string;
+  reason: string;
+  reasonCode: string;
+  /** The status the action leaves behind. */
+  afterStatus: LedgerStatus;
+  details?: Record<string, unknown>;
+};
+
+/**
+ * The audit event of an operator action. Its id and time are those the backfill derives from the
+ * ledger row (same wrapper event: key, epoch, type, job, step; time = the transition's database
+ * time), so whichever is written first is the only one kept: the operator's, with who and why,
+ * when the CLI writes it right after the transition.
+ */
+export function operatorEvent(a: OperatorAction): AuditEvent {
+  const r = a.record;
+  const wrapper: WrapperEvent = {
+    type: a.type,
+    operation: r.operation,
+    key: r.key,
+    epoch: a.receipt.epoch,
+    at: a.receipt.at,
+    decision: 'allow',
+    reasonCode: a.reasonCode,
+    attemptsMade: 0,
+    attemptsStarted: 0,
+    stalledCounter: 0,
+    ...(r.jobId ? { jobId: r.jobId } : {}),
+    ...(r.queue ? { queue: r.queue } : {}),
+    ...(r.taskId ? { taskId: r.taskId } : {}),
+    ...(r.stepId ? { stepId: r.stepId, parentKey: parentKeyOf(r) } : {}),
+  };
+  const event = auditEventFromWrapper(wrapper, a.actorId);
+  return {
+    ...event,
+    actorType: 'user',
+    actorId: a.actorId,
+    beforeStateRef: `ledger:${r.status}@${r.epoch}`,
+    afterStateRef: `ledger:${a.afterStatus}@${a.receipt.epoch}`,
+    details: { reason: cleanReason(a.reason), via: 'cli', ...a.details },
+  };
+}
+
+/**
+ * Checks, before the ledger is touched, that the event this action will write is valid (an
+ * over-long actor id would otherwise change the ledger and then fail the audit write).
+ */
+export function assertAuditable(a: Omit<OperatorAction, 'receipt'>): void {
+  const probe = operatorEvent({ ...a, receipt: { key: a.record.key, epoch: a.record.epoch + 1, at: new Date() } });
+  const parsed = auditEventSchema.safeParse(probe);
+  if (!parsed.success) {
+    throw new CliError(
+      EXIT.usage,
+      `the audit event of this action would be refused: ${parsed.error.issues
+        .map((i) => `${i.path.join('.')}: ${i.message}`)
+        .join('; ')}`,
+    );
+  }
+}

@@ -1,0 +1,250 @@
+import { readFileSync } from 'node:fs';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { defaultActor, MAX_ACTOR_LENGTH } from './actor.js';
+import type { CliContext, Output } from './context.js';
+
+// Command modules are imported when their command runs: `--help` and usage errors never load
+// BullMQ, pg or zod, and a Postgres-only command never loads BullMQ.
+
+// ---- argument parsers (their errors are usage errors: exit 2) ----
+
+function parseKeyArg(text: string): string {
+  if (text.trim().length === 0) throw new InvalidArgumentError('the key must not be empty.');
+  return text.trim();
+}
+
+function parseJsonArg(text: string): { value: unknown } {
+  try {
+    return { value: JSON.parse(text) };
+  } catch (err) {
+    throw new InvalidArgumentError(`not JSON (${(err as Error).message}); quote strings: '"done"'.`);
+  }
+}
+
+function parseDateArg(text: string): Date {
+  const d = new Date(text);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(d.getTime())) {
+    throw new InvalidArgumentError('expected an ISO 8601 time, e.g. 2025-01-31 or 2025-01-31T12:00:00Z.');
+  }
+  return d;
+}
+
+function parsePositiveIntArg(text: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1) {
+    throw new InvalidArgumentError('expected a positive whole number.');
+  }
+  return n;
+}
+
+function parseReasonArg(text: string): string {
+  if (text.trim().length === 0) throw new InvalidArgumentError('the reason must not be empty.');
+  return text;
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+function parseActorArg(text: string): string {
+  const actor = text.trim();
+  if (actor.length === 0 || actor.length > MAX_ACTOR_LENGTH || CONTROL.test(actor)) {
+    throw new InvalidArgumentError(`expected 1 to ${MAX_ACTOR_LENGTH} printable characters.`);
+  }
+  return actor;
+}
+
+function packageVersion(): string {
+  // src/cli (tsx) or dist/src/cli (built): the package root is two or three levels up.
+  for (const up of ['../../package.json', '../../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'bullmq-idempotency' && pkg.version) return pkg.version;
+    } catch {
+      // try the next level
+    }
+  }
+  return '0.0.0';
+}
+
+const KEY_HELP = 'the bounded key (ctx.idempotencyKey: namespace:resourceKey:version, percent-encoded parts)';
+const REASON_HELP = 'why (kept in the audit event; scanned by the redaction policy, cut to 500 characters)';
+
+const ROOT_HELP = `
+Environment:
+  DATABASE_URL     Postgres of the ledger and the audit trail (postgres://...)
+  REDIS_URL        Redis of the queues (redis://...): inspect --job and backfill only
+  BQI_SCHEMA       schema of the library's tables (default public)
+  BQI_PREFIX       BullMQ prefix (default bull)
+  BQI_AUDIT_QUEUE  audit queue (default bullmq-idempotency-audit)
+
+Exit codes:
+  0 ok · 1 other failure · 2 bad arguments · 3 missing or bad configuration
+  4 Postgres or Redis unreachable · 5 not found · 6 illegal transition · 130 interrupted`;
+
+/**
+ * The CLI's commands. `env` and `io` are injectable for tests; errors thrown by the actions are
+ * mapped to exit codes by the caller (see main.ts and errors.ts).
+ */
+export function buildProgram(options: { env?: Record<string, string | undefined>; io?: Output } = {}): Command {
+  const env = options.env ?? process.env;
+  const withContext = async (fn: (ctx: CliContext) => Promise<void>) => {
+    const [{ loadCliConfig }, { CliContext, stdio }] = await Promise.all([
+      import('../config/env.js'),
+      import('./context.js'),
+    ]);
+    const ctx = new CliContext(loadCliConfig(env), options.io ?? stdio);
+    try {
+      await fn(ctx);
+    } finally {
+      await ctx.close();
+    }
+  };
+  const write = (fd: 'out' | 'err') => (s: string) => {
+    if (options.io) (fd === 'out' ? options.io.outRaw : options.io.errRaw)(s);
+    else (fd === 'out' ? process.stdout : process.stderr).write(s);
+  };
+
+  const program = new Command('bullmq-idempotency')
+    .description('Operate the bullmq-idempotency ledger and audit trail.')
+    .version(packageVersion(), '-V, --version')
+    // Set before the subcommands are added: they inherit both.
+    .exitOverride()
+    .configureOutput({ writeOut: write('out'), writeErr: write('err') })
+    .showHelpAfterError('(add --help for usage)')
+    .showSuggestionAfterError(true)
+    .addHelpText('after', ROOT_HELP);
+
+  program
+    .command('migrate')
+    .description("create or upgrade the library's tables in BQI_SCHEMA (safe to run concurrently)")
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }) => {
+      const { migrateCommand } = await import('./commands/migrate.js');
+      await withContext((ctx) => migrateCommand(ctx, opts));
+    });
+
+  program
+    .command('inspect')
+    .description('show the ledger record of a key (or of the key a job carries)')
+    .argument('<key>', `${KEY_HELP}; with --job, the job id`, parseKeyArg)
+    .option('--job <queue>', 'read the key from the data envelope of job <key> in <queue> (needs REDIS_URL)')
+    .option('--json', 'machine-readable output')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ bullmq-idempotency inspect 'acme%2Fassets.create:task%3A42:v1'
+  $ bullmq-idempotency inspect --job assets idem_Qm9v... --json`,
+    )
+    .action(async (key: string, opts: { job?: string; json?: boolean }) => {
+      const { inspectCommand } = await import('./commands/ledger.js');
+      await withContext((ctx) => inspectCommand(ctx, key, opts));
+    });
+
+  program
+    .command('invalidate')
+    .description('evict a key whatever its state: the next claim executes again (fences any current holder)')
+    .argument('<key>', KEY_HELP, parseKeyArg)
+    .requiredOption('--reason <text>', REASON_HELP, parseReasonArg)
+    .option('--actor <id>', 'who acts, for the audit trail', parseActorArg, defaultActor())
+    .option('--json', 'machine-readable output')
+    .action(async (key: string, opts: { reason: string; actor: string; json?: boolean }) => {
+      const { invalidateCommand } = await import('./commands/ledger.js');
+      await withContext((ctx) => invalidateCommand(ctx, key, opts));
+    });
+
+  program
+    .command('resolve')
+    .description('settle a key whose outcome is unknown')
+    .argument('<key>', KEY_HELP, parseKeyArg)
+    .addOption(
+      new Option('--committed', 'the side effect happened: --result is what replays return').conflicts('notCommitted'),
+    )
+    .addOption(new Option('--not-committed', 'the side effect did not happen: the next claim executes again'))
+    .option('--result <json>', 'the outcome, as JSON (with --committed)', parseJsonArg)
+    .requiredOption('--reason <text>', REASON_HELP, parseReasonArg)
+    .option('--actor <id>', 'who acts, for the audit trail', parseActorArg, defaultActor())
+    .option('--json', 'machine-readable output')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ bullmq-idempotency resolve KEY --committed --result '{"assetId":"a1"}' --reason 'found in the provider dashboard'
+  $ bullmq-idempotency resolve KEY --not-committed --reason 'the provider has no record of it'`,
+    )
+    .action(
+      async (
+        key: string,
+        opts: {
+          committed?: boolean;
+          notCommitted?: boolean;
+          result?: { value: unknown };
+          reason: string;
+          actor: string;
+          json?: boolean;
+        },
+      ) => {
+        const { resolveCommand } = await import('./commands/ledger.js');
+        await withContext((ctx) => resolveCommand(ctx, key, opts));
+      },
+    );
+
+  program
+    .command('timeline')
+    .description('the audit story of a task (or of one operation key): attempts, takeovers, replays, decisions')
+    .argument('[taskId]', 'the task id')
+    .option('--operation <key>', `an operation instead of a task: ${KEY_HELP}`, parseKeyArg)
+    .option('--json', 'machine-readable output')
+    .action(async (taskId: string | undefined, opts: { operation?: string; json?: boolean }) => {
+      const { timelineCommand } = await import('./commands/timeline.js');
+      await withContext((ctx) => timelineCommand(ctx, taskId, opts));
+    });
+
+  program
+    .command('backfill')
+    .description('derive missing audit events from the ledger and drain the outbox (a job for the worker, or --inline)')
+    .option('--since <iso>', 'start again from this time (resets the checkpoint)', parseDateArg)
+    .option('--name <checkpoint>', 'checkpoint name: independent backfills keep independent checkpoints', 'default')
+    .option('--wait', 'follow the job: live progress (rows, events, rate, ETA) until it completes')
+    .option('--inline', 'run the backfill in this process instead of on a worker (Ctrl-C stops it, resumable)')
+    .option('--page-size <n>', 'ledger rows per page (--inline)', parsePositiveIntArg)
+    .option('--max-rows-per-second <n>', 'rate limit (--inline)', parsePositiveIntArg)
+    .option('--json', 'machine-readable result')
+    .action(
+      async (opts: {
+        since?: Date;
+        name: string;
+        wait?: boolean;
+        inline?: boolean;
+        pageSize?: number;
+        maxRowsPerSecond?: number;
+        json?: boolean;
+      }) => {
+        const { backfillCommand } = await import('./commands/backfill.js');
+        await withContext((ctx) => backfillCommand(ctx, opts));
+      },
+    );
+
+  program
+    .command('sweep')
+    .description('delete expired terminal ledger rows now, in bounded batches (never locked or unknown rows)')
+    .option('--batch-size <n>', 'rows per statement (default 1000)', parsePositiveIntArg)
+    .option('--max-batches <n>', 'statements at most (default 1000)', parsePositiveIntArg)
+    .option('--actor <id>', 'who acts, for the audit trail', parseActorArg, defaultActor())
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { batchSize?: number; maxBatches?: number; actor: string; json?: boolean }) => {
+      const { sweepCommand } = await import('./commands/sweep.js');
+      await withContext((ctx) => sweepCommand(ctx, opts));
+    });
+
+  program
+    .command('stats')
+    .description('rows per status, oldest lease, unknown outcomes, audit lag, outbox and dead letters')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }) => {
+      const { statsCommand } = await import('./commands/stats.js');
+      await withContext((ctx) => statsCommand(ctx, opts));
+    });
+
+  return program;
+}

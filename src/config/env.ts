@@ -1,0 +1,177 @@
+import { z } from 'zod';
+import { ConfigError } from './errors.js';
+
+export { ConfigError, describeUrl } from './errors.js';
+
+/**
+ * Configuration of the worker process (`npm start`) and the CLI, read from the environment.
+ * Unset and empty variables take their defaults; every error names its variable.
+ */
+export type Config = {
+  /** `DATABASE_URL`: the Postgres holding the ledger and the audit trail. */
+  databaseUrl: string;
+  /** `REDIS_URL`: the Redis of the BullMQ queues. */
+  redisUrl: string;
+  /** `BQI_SCHEMA`: Postgres schema of the library's tables. @defaultValue `'public'` */
+  schema: string;
+  /** `BQI_PREFIX`: BullMQ key prefix. @defaultValue `'bull'` */
+  prefix: string;
+  /** `BQI_AUDIT_QUEUE`: the queue the audit writer consumes. @defaultValue `'bullmq-idempotency-audit'` */
+  auditQueue: string;
+  /** `BQI_SWEEP_EVERY_MS`: period of the ledger sweeper. @defaultValue 60000 */
+  sweepEveryMs: number;
+  /** `BQI_SHUTDOWN_TIMEOUT_MS`: how long a graceful shutdown may take. @defaultValue 10000 */
+  shutdownTimeoutMs: number;
+  /** `LOG_LEVEL`: pino level. @defaultValue `'info'` */
+  logLevel: LogLevel;
+  /** `BQI_REDACTION_KEY`: HMAC key of the audit redaction (≥ 32 characters), when set. */
+  redactionKey?: string;
+};
+
+/** What the CLI reads: the URLs are required only by the commands that use them. */
+export type CliConfig = Pick<Config, 'schema' | 'prefix' | 'auditQueue'> & {
+  databaseUrl?: string;
+  redisUrl?: string;
+};
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export const CONFIG_DEFAULTS = {
+  schema: 'public',
+  prefix: 'bull',
+  auditQueue: 'bullmq-idempotency-audit',
+  sweepEveryMs: 60_000,
+  shutdownTimeoutMs: 10_000,
+  logLevel: 'info',
+} as const;
+
+/** The schema name is interpolated into SQL, so only plain identifiers (as `checkSchema`). */
+const IDENT = /^[a-z_][a-z0-9_]{0,62}$/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+const CONTROL_OR_SPACE = /[\s\u0000-\u001f\u007f-\u009f]/;
+
+function urlWithProtocol(protocols: string[], label: string) {
+  return z.string().refine((s) => {
+    try {
+      const u = new URL(s);
+      return protocols.includes(u.protocol) && u.hostname.length > 0;
+    } catch {
+      return false;
+    }
+  }, `must be a ${label} URL`);
+}
+
+const databaseUrl = urlWithProtocol(['postgres:', 'postgresql:'], 'postgres://');
+const redisUrl = urlWithProtocol(['redis:', 'rediss:'], 'redis:// (or rediss://)');
+
+const positiveMs = (fallback: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number of milliseconds')
+    .transform(Number)
+    .refine((n) => Number.isSafeInteger(n) && n > 0, 'must be > 0')
+    .default(fallback);
+
+const name = (what: string, max: number) =>
+  z
+    .string()
+    .max(max, `must be at most ${max} characters`)
+    .refine((s) => !CONTROL_OR_SPACE.test(s), `must be a ${what} without white space or control characters`);
+
+const fields = {
+  DATABASE_URL: databaseUrl,
+  REDIS_URL: redisUrl,
+  BQI_SCHEMA: z
+    .string()
+    .regex(IDENT, `must be a lower-case SQL identifier matching ${IDENT}`)
+    .default(CONFIG_DEFAULTS.schema),
+  BQI_PREFIX: name('BullMQ prefix', 200).default(CONFIG_DEFAULTS.prefix),
+  BQI_AUDIT_QUEUE: name('queue name', 200)
+    .refine((s) => !s.includes(':'), 'must not contain ":" (BullMQ refuses it in queue names)')
+    .default(CONFIG_DEFAULTS.auditQueue),
+  BQI_SWEEP_EVERY_MS: positiveMs(CONFIG_DEFAULTS.sweepEveryMs),
+  BQI_SHUTDOWN_TIMEOUT_MS: positiveMs(CONFIG_DEFAULTS.shutdownTimeoutMs),
+  LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
+  BQI_REDACTION_KEY: z.string().min(32, 'must be at least 32 characters when set').optional(),
+};
+
+const workerSchema = z.object({
+  ...fields,
+  DATABASE_URL: fields.DATABASE_URL.optional(),
+  REDIS_URL: fields.REDIS_URL.optional(),
+});
+
+const cliSchema = z.object({
+  DATABASE_URL: fields.DATABASE_URL.optional(),
+  REDIS_URL: fields.REDIS_URL.optional(),
+  BQI_SCHEMA: fields.BQI_SCHEMA,
+  BQI_PREFIX: fields.BQI_PREFIX,
+  BQI_AUDIT_QUEUE: fields.BQI_AUDIT_QUEUE,
+});
+
+type Env = Record<string, string | undefined>;
+
+const REQUIRED_HINT: Record<string, string> = {
+  DATABASE_URL: 'is required (e.g. postgres://user:password@host:5432/db)',
+  REDIS_URL: 'is required (e.g. redis://host:6379)',
+};
+
+/** Only the variables the schema knows, with empty strings treated as unset. */
+function pickEnv(env: Env, keys: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of keys) {
+    const v = env[k]?.trim();
+    if (v) out[k] = v;
+  }
+  return out;
+}
+
+function parse<S extends z.ZodObject>(schema: S, env: Env, required: string[]): z.infer<S> {
+  const input = pickEnv(env, Object.keys(schema.shape));
+  const issues: { variable: string; message: string }[] = [];
+  for (const v of required) {
+    if (!(v in input)) issues.push({ variable: v, message: REQUIRED_HINT[v] ?? 'is required' });
+  }
+  const parsed = schema.safeParse(input);
+  if (!parsed.success) {
+    for (const i of parsed.error.issues)
+      issues.push({ variable: String(i.path[0] ?? '(environment)'), message: i.message });
+  }
+  if (issues.length > 0 || !parsed.success) throw new ConfigError(issues);
+  return parsed.data;
+}
+
+/**
+ * The worker process's configuration: DATABASE_URL and REDIS_URL are required.
+ * @throws {@link ConfigError} naming every bad variable
+ */
+export function loadConfig(env: Env = process.env): Config {
+  const e = parse(workerSchema, env, ['DATABASE_URL', 'REDIS_URL']);
+  return {
+    databaseUrl: e.DATABASE_URL as string,
+    redisUrl: e.REDIS_URL as string,
+    schema: e.BQI_SCHEMA,
+    prefix: e.BQI_PREFIX,
+    auditQueue: e.BQI_AUDIT_QUEUE,
+    sweepEveryMs: e.BQI_SWEEP_EVERY_MS,
+    shutdownTimeoutMs: e.BQI_SHUTDOWN_TIMEOUT_MS,
+    logLevel: e.LOG_LEVEL,
+    ...(e.BQI_REDACTION_KEY ? { redactionKey: e.BQI_REDACTION_KEY } : {}),
+  };
+}
+
+/**
+ * The CLI's configuration: only the variables it reads are validated; the URLs are checked for
+ * presence by the commands that need them (`CliContext.require`).
+ */
+export function loadCliConfig(env: Env = process.env): CliConfig {
+  const e = parse(cliSchema, env, []);
+  return {
+    schema: e.BQI_SCHEMA,
+    prefix: e.BQI_PREFIX,
+    auditQueue: e.BQI_AUDIT_QUEUE,
+    ...(e.DATABASE_URL ? { databaseUrl: e.DATABASE_URL } : {}),
+    ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
+  };
+}
