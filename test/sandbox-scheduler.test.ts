@@ -3,10 +3,10 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import { boundedKey, defineOperation, withIdempotency } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
 import type { WrapperEvent } from '../src/worker/types.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
-import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
 
 const t = new TestContext('sandbox_scheduler');
 const b = bull(t);

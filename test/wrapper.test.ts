@@ -10,10 +10,10 @@ import {
   withIdempotency,
 } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
 import type { WrapperEvent } from '../src/worker/types.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
-import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
 
 const t = new TestContext('wrapper');
 const b = bull(t);
