@@ -1,0 +1,368 @@
+/**
+ * The operator CLI, run as the real binary (`node --import tsx src/cli/main.ts ...`) against this
+ * file's schema and BullMQ prefix. Independent invocations run concurrently to keep the file fast.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createBackfillWorker } from '../jobs/audit-backfill.js';
+import type { AuditEvent } from '../src/audit/audit-event.js';
+import { AuditStore } from '../src/audit/audit-store.js';
+import { eventsForRecord } from '../src/audit/derive.js';
+import { auditEventFromWrapper } from '../src/audit/from-wrapper.js';
+import { boundedKey, type IdempotencyKey, jobIdFor, type PostgresLedger } from '../src/index.js';
+import { ENVELOPE_FIELD } from '../src/operation/envelope.js';
+import { bull } from './helpers/bullmq.js';
+import { TestContext } from './helpers/context.js';
+import { childEnv, runTs } from './helpers/spawn.js';
+
+const t = new TestContext('cli');
+const b = bull(t);
+let ledger: PostgresLedger;
+
+const env = (vars: Record<string, string | undefined> = {}) =>
+  childEnv({
+    DATABASE_URL: t.databaseUrl,
+    REDIS_URL: t.redisUrl,
+    BQI_SCHEMA: t.schema,
+    BQI_PREFIX: t.prefix,
+    BQI_AUDIT_QUEUE: 'audit',
+    ...vars,
+  });
+const cli = (args: string[], vars?: Record<string, string | undefined>) => runTs('src/cli/main.ts', args, env(vars));
+
+const keyOf = (resourceKey: string): IdempotencyKey => ({
+  namespace: 'acme/assets.create',
+  resourceKey,
+  version: 'v1',
+});
+
+async function completed(resourceKey: string, result: unknown, extra: { taskId?: string; retentionMs?: number } = {}) {
+  const key = keyOf(resourceKey);
+  const c = await ledger.claim({
+    key,
+    operation: 'assets.create',
+    fingerprint: `fp-${resourceKey}`,
+    leaseMs: 10_000,
+    retentionMs: extra.retentionMs ?? 3_600_000,
+    downstream: 'idempotent',
+    jobId: jobIdFor(key),
+    queue: 'assets',
+    ...(extra.taskId ? { taskId: extra.taskId } : {}),
+  });
+  if (c.kind !== 'acquired') throw new Error(`seed ${resourceKey}: ${c.kind}`);
+  await ledger.complete(key, c.epoch, result);
+  return boundedKey(key);
+}
+
+async function unknown(resourceKey: string) {
+  const key = keyOf(resourceKey);
+  const c = await ledger.claim({
+    key,
+    operation: 'assets.create',
+    fingerprint: `fp-${resourceKey}`,
+    leaseMs: 10_000,
+    retentionMs: 3_600_000,
+    downstream: 'none',
+  });
+  if (c.kind !== 'acquired') throw new Error(`seed ${resourceKey}: ${c.kind}`);
+  await ledger.markUnknown(key, c.epoch, { code: 'TIMEOUT', message: 'no answer from the provider' });
+  return boundedKey(key);
+}
+
+async function auditRows(where: string, values: unknown[] = []) {
+  return (await t.query(`select * from ${t.schema}.audit_events where ${where}`, values)).rows;
+}
+
+beforeAll(async () => {
+  ledger = t.ledger();
+});
+afterAll(async () => {
+  await ledger.close();
+  await t.teardown();
+});
+
+describe('bullmq-idempotency CLI', () => {
+  it('migrate creates the tables; usage, configuration and connection errors have distinct exit codes', async () => {
+    const [migrated, unknownCommand, conflicting, neither, badJson, noReason, help, resolveHelp, noDb, badDb, deadDb] =
+      await Promise.all([
+        cli(['migrate']),
+        cli(['bogus']),
+        cli(['resolve', 'a:b:c', '--committed', '--not-committed', '--reason', 'x']),
+        cli(['resolve', 'a:b:c', '--reason', 'x']),
+        cli(['resolve', 'a:b:c', '--committed', '--result', '{nope', '--reason', 'x']),
+        cli(['invalidate', 'a:b:c']),
+        cli(['--help']),
+        cli(['resolve', '--help']),
+        cli(['stats'], { DATABASE_URL: undefined }),
+        cli(['stats'], { DATABASE_URL: 'mysql://localhost/x' }),
+        cli(['stats'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' }),
+      ]);
+    expect(migrated.code, migrated.stderr).toBe(0);
+    expect(migrated.stdout).toContain(`applied 0001-ledger, 0002-audit in schema ${t.schema}`);
+    const tables = await t.query(
+      "select count(*)::int as n from information_schema.tables where table_schema = $1 and table_name in ('idempotency_ledger','audit_events')",
+      [t.schema],
+    );
+    expect(tables.rows[0]?.n).toBe(2);
+
+    expect(unknownCommand.code).toBe(2);
+    expect(unknownCommand.stderr).toContain("unknown command 'bogus'");
+    expect(conflicting.code).toBe(2);
+    expect(conflicting.stderr).toContain('cannot be used with');
+    expect(neither.code).toBe(2);
+    expect(neither.stderr).toContain('--not-committed');
+    expect(badJson.code).toBe(2);
+    expect(badJson.stderr).toContain('not JSON');
+    expect(noReason.code).toBe(2);
+    expect(noReason.stderr).toContain("required option '--reason <text>' not specified");
+
+    expect(help.code).toBe(0);
+    for (const c of ['migrate', 'inspect', 'invalidate', 'resolve', 'timeline', 'backfill', 'sweep', 'stats']) {
+      expect(help.stdout).toContain(c);
+    }
+    expect(help.stdout).toContain('Exit codes');
+    expect(resolveHelp.code).toBe(0);
+    expect(resolveHelp.stdout).toContain('--not-committed');
+
+    expect(noDb.code).toBe(3);
+    expect(noDb.stderr).toContain('BQI_CONFIG: DATABASE_URL is required');
+    expect(badDb.code).toBe(3);
+    expect(badDb.stderr).toContain('BQI_CONFIG: DATABASE_URL must be a postgres:// URL');
+    expect(deadDb.code).toBe(4);
+    expect(deadDb.stderr).toContain('cannot reach Postgres at postgres://postgres@127.0.0.1:1/test');
+  });
+
+  it('inspect shows a record (human, --json, --job); an unknown key exits 5', async () => {
+    const key = await completed('inspect:1', { assetId: 'a1' }, { taskId: 'task-inspect' });
+    const jobs = b.queue('assets');
+    await jobs.add(
+      'assets.create',
+      { [ENVELOPE_FIELD]: { v: 1, operation: 'assets.create', key: keyOf('inspect:1') }, input: {} },
+      { jobId: jobIdFor(keyOf('inspect:1')) },
+    );
+    const [human, json, byJob, missing, missingJob] = await Promise.all([
+      cli(['inspect', key]),
+      cli(['inspect', key, '--json']),
+      cli(['inspect', '--job', 'assets', jobIdFor(keyOf('inspect:1')), '--json']),
+      cli(['inspect', 'acme%2Fassets.create:nothing:v1']),
+      cli(['inspect', '--job', 'assets', 'idem_missing']),
+    ]);
+    await jobs.close();
+    expect(human.code, human.stderr).toBe(0);
+    expect(human.stdout).toMatch(/^key:\s+acme%2Fassets\.create:inspect%3A1:v1$/m);
+    expect(human.stdout).toMatch(/^status:\s+completed \(epoch 1, last transition completed\)$/m);
+    expect(human.stdout).toMatch(/^result:\s+\{"assetId":"a1"\}$/m);
+    expect(human.stdout).toMatch(/^task:\s+task-inspect$/m);
+
+    expect(json.code, json.stderr).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      key,
+      status: 'completed',
+      epoch: 1,
+      result: { assetId: 'a1' },
+      operation: 'assets.create',
+      resourceKey: 'inspect:1',
+    });
+
+    expect(byJob.code, byJob.stderr).toBe(0);
+    expect(JSON.parse(byJob.stdout)).toMatchObject({
+      job: { queue: 'assets', id: jobIdFor(keyOf('inspect:1')), state: 'waiting' },
+      record: { key, status: 'completed' },
+    });
+
+    expect(missing.code).toBe(5);
+    expect(missing.stderr).toContain('no ledger record for key acme%2Fassets.create:nothing:v1');
+    expect(missingJob.code).toBe(5);
+    expect(missingJob.stderr).toContain('no job idem_missing in queue assets');
+  });
+
+  it('invalidate and resolve change the ledger and write user audit events; illegal transitions exit 6', async () => {
+    const toInvalidate = await completed('invalidate:1', 'sent', { taskId: 'task-ops' });
+    const toResolve = await unknown('resolve:1');
+    const settled = await completed('resolve:2', 'done');
+    const [invalidated, resolved, refused, absent] = await Promise.all([
+      cli([
+        'invalidate',
+        toInvalidate,
+        '--reason',
+        'customer jane@example.com asked for a resend',
+        '--actor',
+        'alice',
+        '--json',
+      ]),
+      cli([
+        'resolve',
+        toResolve,
+        '--committed',
+        '--result',
+        '{"assetId":"a9"}',
+        '--reason',
+        'found it in the provider',
+      ]),
+      cli(['resolve', settled, '--not-committed', '--reason', 'oops']),
+      cli(['invalidate', 'acme%2Fassets.create:absent:v1', '--reason', 'x']),
+    ]);
+
+    expect(invalidated.code, invalidated.stderr).toBe(0);
+    const out = JSON.parse(invalidated.stdout);
+    expect(out).toMatchObject({ key: toInvalidate, previousStatus: 'completed', epoch: 2 });
+    const row = await ledger.get(toInvalidate);
+    expect(row).toMatchObject({ status: 'invalidated', epoch: 2, lastTransition: 'invalidated' });
+    const [event] = await auditRows('event_id = $1', [out.auditEventId]);
+    expect(event).toMatchObject({
+      actor_type: 'user',
+      actor_id: 'alice',
+      action: 'idempotency.invalidated',
+      resource_type: 'idempotency_key',
+      resource_id: toInvalidate,
+      task_id: 'task-ops',
+      epoch: 2,
+      reason_code: 'OPERATOR_INVALIDATED',
+    });
+    expect(event?.details.reason).toBe('customer j***@example.com asked for a resend');
+    // Same id and time as the backfill derives from the row: a later backfill adds no duplicate.
+    const derived = eventsForRecord(row!).at(-1);
+    expect(derived?.eventId).toBe(out.auditEventId);
+    expect(event).toBeDefined();
+    expect(new Date(derived!.createdAt).getTime()).toBe((event!.created_at as Date).getTime());
+
+    expect(resolved.code, resolved.stderr).toBe(0);
+    expect(resolved.stdout).toContain('resolved acme%2Fassets.create:resolve%3A1:v1 as committed');
+    expect(await ledger.get(toResolve)).toMatchObject({ status: 'completed', lastTransition: 'resolved_committed' });
+    const replay = await ledger.claim({
+      key: keyOf('resolve:1'),
+      operation: 'assets.create',
+      fingerprint: 'fp-resolve:1',
+      leaseMs: 10_000,
+      retentionMs: 3_600_000,
+      downstream: 'none',
+    });
+    expect(replay).toMatchObject({ kind: 'completed', result: { assetId: 'a9' } });
+    const resolvedEvents = await auditRows("resource_id = $1 and action = 'idempotency.resolved'", [toResolve]);
+    expect(resolvedEvents).toHaveLength(1);
+    expect(resolvedEvents[0]).toMatchObject({ actor_type: 'user', reason_code: 'OPERATOR_RESOLVED_COMMITTED' });
+    expect(resolvedEvents[0]?.details).toMatchObject({ reason: 'found it in the provider', outcome: 'committed' });
+    expect(eventsForRecord((await ledger.get(toResolve))!).at(-1)?.eventId).toBe(resolvedEvents[0]?.event_id);
+
+    expect(refused.code).toBe(6);
+    expect(refused.stderr).toContain('it is completed (epoch 1), not unknown');
+    expect(await ledger.get(settled)).toMatchObject({ status: 'completed', epoch: 1 });
+    expect(await auditRows('resource_id = $1 and actor_type = $2', [settled, 'user'])).toHaveLength(0);
+
+    expect(absent.code).toBe(5);
+  });
+
+  it('timeline prints the events of a task (human and --json); an unknown task exits 5', async () => {
+    const key = await completed('timeline:1', 'ok', { taskId: 'task-tl' });
+    const record = (await ledger.get(key))!;
+    const base = {
+      operation: 'assets.create',
+      key,
+      taskId: 'task-tl',
+      jobId: record.jobId as string,
+      attemptsMade: 0,
+      attemptsStarted: 1,
+      stalledCounter: 0,
+    };
+    const events: AuditEvent[] = [
+      auditEventFromWrapper({ ...base, type: 'claimed', decision: 'allow', epoch: 1, at: record.claimedAt }, 'w1'),
+      auditEventFromWrapper(
+        {
+          ...base,
+          type: 'decision',
+          decision: 'pending_confirmation',
+          epoch: 1,
+          seq: 0,
+          at: record.claimedAt,
+          details: { action: 'tool.create_asset', resourceType: 'asset', resourceId: 'a1' },
+        },
+        'w1',
+      ),
+      auditEventFromWrapper({ ...base, type: 'completed', decision: 'allow', epoch: 1, at: record.updatedAt }, 'w1'),
+    ];
+    expect(await new AuditStore(ledger.pool, t.schema).writeBatch(events)).toMatchObject({ inserted: 3 });
+    const [human, json, byOperation, none] = await Promise.all([
+      cli(['timeline', 'task-tl']),
+      cli(['timeline', 'task-tl', '--json']),
+      cli(['timeline', '--operation', key]),
+      cli(['timeline', 'task-nothing']),
+    ]);
+    expect(human.code, human.stderr).toBe(0);
+    const lines = human.stdout.split('\n');
+    const at = (action: string) => lines.findIndex((l) => l.includes(action));
+    expect(at('idempotency.claimed')).toBeGreaterThanOrEqual(0);
+    expect(at('tool.create_asset')).toBeGreaterThan(at('idempotency.claimed'));
+    expect(at('idempotency.completed')).toBeGreaterThan(at('tool.create_asset'));
+    expect(human.stdout).toContain('attempts: 1, takeovers: 0, replays: 0');
+    expect(human.stdout).toContain(`final: ${key} completed (epoch 1)`);
+
+    expect(json.code, json.stderr).toBe(0);
+    const tl = JSON.parse(json.stdout);
+    expect(tl.events.map((e: AuditEvent) => e.eventId)).toEqual(events.map((e) => e.eventId));
+    expect(tl.attempts).toMatchObject([{ operationId: key, epoch: 1, start: 'claimed', end: 'completed' }]);
+
+    expect(byOperation.code, byOperation.stderr).toBe(0);
+    expect(byOperation.stdout).toContain('tool.create_asset');
+
+    expect(none.code).toBe(5);
+    expect(none.stderr).toContain('no audit events for task task-nothing');
+  });
+
+  it('sweep deletes expired rows (audited); stats counts; backfill --inline and --wait enqueue the derived events', async () => {
+    const expired = await completed('sweep:1', 'old', { retentionMs: 1 });
+    await new Promise((r) => setTimeout(r, 20));
+    const swept = await cli(['sweep', '--json', '--actor', 'bob']);
+    expect(swept.code, swept.stderr).toBe(0);
+    expect(JSON.parse(swept.stdout)).toMatchObject({ deleted: 1, batches: 1 });
+    expect(await ledger.get(expired)).toBeNull();
+    expect(await auditRows("action = 'idempotency.swept' and actor_id = 'bob'")).toHaveLength(1);
+
+    const auditQueue = b.queue('audit');
+    const worker = createBackfillWorker({
+      connection: { url: t.redisUrl },
+      prefix: t.prefix,
+      pool: ledger.pool,
+      schema: t.schema,
+      auditQueue,
+    });
+    t.track(
+      'backfill worker',
+      () => !worker.isRunning(),
+      () => worker.close(),
+    );
+    const rows = Number((await t.query(`select count(*) from ${t.schema}.idempotency_ledger`)).rows[0]?.count);
+    const [human, json, inline, waited] = await Promise.all([
+      cli(['stats']),
+      cli(['stats', '--json']),
+      cli(['backfill', '--inline', '--name', 'inline', '--page-size', '2', '--json']),
+      cli(['backfill', '--wait', '--name', 'queued', '--since', '1970-01-01']),
+    ]);
+    await worker.close();
+
+    expect(human.code, human.stderr).toBe(0);
+    expect(human.stdout).toMatch(/^ {2}completed\s+\d+$/m);
+    expect(human.stdout).toMatch(/^ {2}unknown\s+0$/m);
+    expect(human.stdout).toContain('dead letters  0');
+    expect(json.code, json.stderr).toBe(0);
+    const st = JSON.parse(json.stdout);
+    const byStatus = await t.query(
+      `select status, count(*)::int as n from ${t.schema}.idempotency_ledger group by status`,
+    );
+    for (const r of byStatus.rows) expect(st.ledger.byStatus[r.status]).toBe(r.n);
+    expect(st.ledger.total).toBe(rows);
+    expect(st.audit.lagMs).toBeGreaterThanOrEqual(0);
+    expect(st.audit.outbox).toMatchObject({ batches: 0, events: 0 });
+    expect(st.audit.deadLetters.count).toBe(0);
+
+    expect(inline.code, inline.stderr).toBe(0);
+    expect(JSON.parse(inline.stdout)).toMatchObject({ name: 'inline', rowsScanned: rows, done: true });
+    expect(inline.stderr).toMatch(/backfill: rows \d+\/\d+ \(100%\).* done/);
+
+    expect(waited.code, waited.stderr).toBe(0);
+    expect(waited.stdout).toContain(`backfill done: ${rows} ledger rows scanned`);
+    expect(waited.stderr).toMatch(new RegExp(`backfill: rows ${rows}/${rows} \\(100%\\)`));
+    // The derived events wait on the audit queue for the writer (not running in this test).
+    const counts = await auditQueue.getJobCounts('waiting', 'prioritized');
+    expect((counts.waiting ?? 0) + (counts.prioritized ?? 0)).toBeGreaterThan(0);
+    await auditQueue.close();
+  });
+});

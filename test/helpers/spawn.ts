@@ -1,0 +1,69 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** Variables of the parent that must not leak into a child's configuration. */
+const OWN = /^(DATABASE_URL|REDIS_URL|LOG_LEVEL|BQI_.*)$/;
+
+/** The parent's environment without its configuration, plus `vars` (an undefined value unsets). */
+export function childEnv(vars: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!OWN.test(k)) env[k] = v;
+  for (const [k, v] of Object.entries(vars)) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  return env;
+}
+
+export type Finished = { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string };
+
+/** Runs `node --import tsx <script> ...args` from the repository root and collects its output. */
+export function runTs(
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 30_000,
+): Promise<Finished & { ms: number }> {
+  const started = Date.now();
+  const child = spawnTs(script, args, env);
+  return finished(child, timeoutMs, `${script} ${args.join(' ')}`).then((f) => ({ ...f, ms: Date.now() - started }));
+}
+
+export function spawnTs(script: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess & Collected {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  }) as ChildProcess & Collected;
+  child.out = '';
+  child.err = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
+    child.out += d;
+  });
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+    child.err += d;
+  });
+  return child;
+}
+
+export type Collected = { out: string; err: string };
+
+/** Resolves when the child has exited and its streams are closed; kills it after `timeoutMs`. */
+export function finished(child: ChildProcess & Collected, timeoutMs: number, what: string): Promise<Finished> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${what} did not exit within ${timeoutMs} ms\nstdout: ${child.out}\nstderr: ${child.err}`));
+    }, timeoutMs);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout: child.out, stderr: child.err });
+    });
+  });
+}
