@@ -62,7 +62,8 @@ export function eventsForRecord(r: LedgerRecord, actorId = 'backfill'): AuditEve
   return out.map((e) => auditEventFromWrapper(e, actorId));
 }
 
-function parentKeyOf(r: LedgerRecord): string {
+/** The key of the operation a (step) row belongs to: a step's resource key is `<operation's>#step=<name>`. */
+export function parentKeyOf(r: LedgerRecord): string {
   const i = r.resourceKey.lastIndexOf(STEP);
   return i < 0
     ? r.key

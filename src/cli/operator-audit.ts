@@ -1,6 +1,6 @@
 import { type AuditEvent, auditEventSchema } from '../audit/audit-event.js';
+import { parentKeyOf } from '../audit/derive.js';
 import { auditEventFromWrapper } from '../audit/from-wrapper.js';
-import { boundedKey } from '../keys/idempotency-key.js';
 import type { LedgerRecord, LedgerStatus, WriteReceipt } from '../ledger/types.js';
 import { DEFAULT_REDACTION_POLICY, redactString } from '../redaction/index.js';
 import type { WrapperEvent } from '../worker/types.js';
@@ -21,16 +21,6 @@ export function cleanReason(text: string): string {
   const oneLine = text.replace(CONTROL, ' ').replace(/\s+/g, ' ').trim();
   const scrubbed = redactString(oneLine, DEFAULT_REDACTION_POLICY);
   return scrubbed.length <= MAX_REASON_LENGTH ? scrubbed : `${scrubbed.slice(0, MAX_REASON_LENGTH - 1)}…`;
-}
-
-const STEP = '#step=';
-
-/** The key of the operation a step row belongs to (as the backfill derives it). */
-function parentKeyOf(r: LedgerRecord): string {
-  const i = r.resourceKey.lastIndexOf(STEP);
-  return i < 0
-    ? r.key
-    : boundedKey({ namespace: r.namespace, resourceKey: r.resourceKey.slice(0, i), version: r.version });
 }
 
 export type OperatorAction = {

@@ -97,9 +97,7 @@ export function pinoRedactionOptions(policy: RedactionPolicy): PinoRedactionOpti
     formatters: {
       log: (object) => redact(object, policy).value as Record<string, unknown>,
       bindings: (bindings) => {
-        const own: Record<string, unknown> = {};
-        const rest: Record<string, unknown> = {};
-        for (const [k, v] of Object.entries(bindings)) (PINO_BINDINGS.has(k) ? own : rest)[k] = v;
+        const [own, rest] = split(bindings);
         const out = redact(rest, policy).value as Record<string, unknown>;
         for (const [k, v] of Object.entries(own)) out[k] = scan(v);
         return out;
@@ -131,6 +129,14 @@ function censor(engine: PolicyEngine, value: unknown, path: readonly unknown[]):
   return walker.applyClass(verdict, value, 0);
 }
 
+/** pino's own bindings and the rest (null-prototype objects, so a `__proto__` key stays a key). */
+function split(bindings: Record<string, unknown>): [Record<string, unknown>, Record<string, unknown>] {
+  const own: Record<string, unknown> = Object.create(null);
+  const rest: Record<string, unknown> = Object.create(null);
+  for (const [k, v] of Object.entries(bindings)) (PINO_BINDINGS.has(k) ? own : rest)[k] = v;
+  return [own, rest];
+}
+
 /** Rewrites a child logger's serialised bindings (`,"k":v,...`) through the policy. */
 function redactChildBindings(policy: RedactionPolicy, child: object): void {
   const holder = child as Record<symbol, unknown>;
@@ -140,11 +146,11 @@ function redactChildBindings(policy: RedactionPolicy, child: object): void {
   try {
     parsed = JSON.parse(`{${chindings.slice(1)}}`);
   } catch {
-    return; // pino wrote it with its own stringify; a line it cannot parse back is not ours to guess at
+    // pino wrote it with its own stringify, so this does not happen; if it did, drop (fail closed).
+    holder[pino.symbols.chindingsSym] = '';
+    return;
   }
-  const own: Record<string, unknown> = {};
-  const rest: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(parsed as Record<string, unknown>)) (PINO_BINDINGS.has(k) ? own : rest)[k] = v;
+  const [own, rest] = split(parsed as Record<string, unknown>);
   const out = { ...own, ...(redact(rest, policy).value as Record<string, unknown>) };
   const json = JSON.stringify(out);
   holder[pino.symbols.chindingsSym] = json === '{}' ? '' : `,${json.slice(1, -1)}`;

@@ -29,7 +29,11 @@ function define(target: Record<string, unknown>, key: string, value: unknown): v
 export class Walker implements HitSink {
   /** Current JSON path, for the receipt. */
   readonly path: PathSegment[] = [];
-  readonly #seen = new Set<object>();
+  /**
+   * Objects on the current path, for cycle detection. An array, not a Set: it is a few entries
+   * deep, and a Set would make V8 give every visited object an identity hash.
+   */
+  readonly #open: object[] = [];
 
   constructor(
     readonly engine: PolicyEngine,
@@ -83,7 +87,7 @@ export class Walker implements HitSink {
       this.receipt.hit('limit.depth', this.path);
       return DEPTH_MARKER;
     }
-    if (this.#seen.has(value)) {
+    if (this.#open.includes(value)) {
       this.receipt.hit('limit.cycle', this.path);
       return CYCLE_MARKER;
     }
@@ -107,7 +111,7 @@ export class Walker implements HitSink {
   }
 
   #array(arr: readonly unknown[], depth: number): unknown[] {
-    this.#seen.add(arr);
+    this.#open.push(arr);
     let out: unknown[] | undefined;
     for (let i = 0; i < arr.length; i++) {
       const item = arr[i];
@@ -117,7 +121,7 @@ export class Walker implements HitSink {
       if (out === undefined && res !== item) out = arr.slice(0, i);
       out?.push(res);
     }
-    this.#seen.delete(arr);
+    this.#open.pop();
     return out ?? (arr as unknown[]);
   }
 
@@ -134,7 +138,7 @@ export class Walker implements HitSink {
   /** `copy`: build a new plain object even when nothing changes (the input was not a plain object). */
   #record(obj: Record<string, unknown>, depth: number, copy: boolean): Record<string, unknown> {
     const { matcher } = this.engine;
-    this.#seen.add(obj);
+    this.#open.push(obj);
     const keys = Object.keys(obj);
     let out: Record<string, unknown> | undefined = copy ? {} : undefined;
     for (let i = 0; i < keys.length; i++) {
@@ -161,7 +165,7 @@ export class Walker implements HitSink {
       }
       if (out !== undefined && !drop) define(out, info.outKey, res);
     }
-    this.#seen.delete(obj);
+    this.#open.pop();
     return out ?? obj;
   }
 
@@ -214,8 +218,10 @@ export class Walker implements HitSink {
       }
       case 'object': {
         if (value === null) return null;
-        if (depth >= this.engine.limits.maxDepth || this.#seen.has(value)) return DEPTH_MARKER;
-        this.#seen.add(value);
+        // A date of birth as a Date, a Buffer of a scanned passport: nothing of it is kept.
+        if (value instanceof Date || value instanceof Uint8Array) return '***';
+        if (depth >= this.engine.limits.maxDepth || this.#open.includes(value)) return DEPTH_MARKER;
+        this.#open.push(value);
         let out: unknown;
         if (Array.isArray(value)) out = value.map((v) => this.#mask(v, depth + 1));
         else {
@@ -224,7 +230,7 @@ export class Walker implements HitSink {
             define(obj, keyInfo(this.engine, k).outKey, this.#mask(v, depth + 1));
           out = obj;
         }
-        this.#seen.delete(value);
+        this.#open.pop();
         return out;
       }
       default:

@@ -43,6 +43,7 @@ export const authHeaderScanner: Scanner = {
   anyOf: 0,
   minLength: 14,
   minDigits: 0,
+  minRun: 0,
   mayMatch: (text) => HINT.test(text),
   scan(text, sink) {
     return replaceMatches(AUTH, text, ([m, scheme = '', gap = '', run = '']) => {

@@ -143,6 +143,7 @@ export const cardScanner: Scanner = {
   anyOf: 0,
   minLength: 13,
   minDigits: 13,
+  minRun: 13,
   scan(text, sink) {
     const re = CARD;
     re.lastIndex = 0;

@@ -22,6 +22,7 @@ export const emailScanner: Scanner = {
   anyOf: 0,
   minLength: 6,
   minDigits: 0,
+  minRun: 0,
   scan(text, sink) {
     return replaceMatches(EMAIL, text, ([m]) => {
       const at = m.indexOf('@');

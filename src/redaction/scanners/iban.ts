@@ -41,6 +41,7 @@ export const ibanScanner: Scanner = {
   anyOf: 0,
   minLength: 15,
   minDigits: 8,
+  minRun: 0,
   scan(text, sink) {
     return replaceMatches(IBAN, text, ([m]) => {
       const length = IBAN_LENGTHS.get(m.slice(0, 2));

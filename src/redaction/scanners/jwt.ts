@@ -33,6 +33,7 @@ export const jwtScanner: Scanner = {
   anyOf: 0,
   minLength: 20,
   minDigits: 0,
+  minRun: 0,
   mayMatch: (text) => text.includes('eyJ'),
   scan(text, sink) {
     return replaceMatches(JWT_CANDIDATE, text, ([m]) => {

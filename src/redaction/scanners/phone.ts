@@ -36,6 +36,7 @@ export const phoneScanner: Scanner = {
   anyOf: 0,
   minLength: 10,
   minDigits: 8,
+  minRun: 8,
   scan(text, sink) {
     return replaceMatches(PHONE, text, ([m]) => {
       const digits = m.replace(/[^0-9]/g, '');

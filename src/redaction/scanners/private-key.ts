@@ -17,6 +17,7 @@ export const privateKeyScanner: Scanner = {
   anyOf: 0,
   minLength: 40,
   minDigits: 0,
+  minRun: 0,
   mayMatch: (text) => text.includes('-----BEGIN'),
   scan(text, sink) {
     let i = text.indexOf(BEGIN);

@@ -53,6 +53,7 @@ export const providerTokenScanner: Scanner = {
   anyOf: F_DASH | F_UPPER,
   minLength: 14,
   minDigits: 0,
+  minRun: 0,
   scan(text, sink) {
     return replaceMatches(TOKEN, text, ([m]) => {
       const rule = classify(m);

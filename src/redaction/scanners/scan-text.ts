@@ -1,5 +1,5 @@
 import type { HitSink, Scanner } from './scanner.js';
-import { DIGITS_MASK, textFeatures } from './text-features.js';
+import { DIGITS_MASK, digitRun, textFeatures } from './text-features.js';
 
 /** Shorter texts cannot hold anything the scanners look for (the shortest is `a@b.io`). */
 const MIN_LENGTH = 6;
@@ -24,6 +24,7 @@ function scanOnce(text: string, scanners: readonly Scanner[], sink: HitSink): st
     if (
       out.length < s.minLength ||
       (features & DIGITS_MASK) < s.minDigits ||
+      digitRun(features) < s.minRun ||
       (features & s.allOf) !== s.allOf ||
       (s.anyOf !== 0 && (features & s.anyOf) === 0) ||
       (s.mayMatch !== undefined && !s.mayMatch(out))

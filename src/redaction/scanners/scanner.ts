@@ -37,6 +37,8 @@ export type Scanner = {
   readonly anyOf: number;
   readonly minLength: number;
   readonly minDigits: number;
+  /** Longest run of digits (single separators allowed between them) a match needs. */
+  readonly minRun: number;
   /** A last cheap test (a substring search), run only when the flag checks pass. */
   readonly mayMatch?: (text: string) => boolean;
   /** The text with every match replaced by its marker; the same string when nothing matched. */

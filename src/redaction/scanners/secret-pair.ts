@@ -110,6 +110,7 @@ export const secretPairScanner: Scanner = {
   anyOf: 0,
   minLength: 7,
   minDigits: 0,
+  minRun: 0,
   scan(text, sink) {
     return replaceMatches(PAIR, text, ([m, name = '', tail = '', sep = '', raw = '']) => {
       // Keep an opening quote (and its escape) so that the surrounding JSON stays well-formed.

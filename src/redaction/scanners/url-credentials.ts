@@ -15,6 +15,7 @@ export const urlCredentialsScanner: Scanner = {
   anyOf: 0,
   minLength: 10,
   minDigits: 0,
+  minRun: 0,
   mayMatch: (text) => text.includes('://'),
   scan(text, sink) {
     return replaceMatches(URL_CREDENTIALS, text, ([m, user = '', password = '']) => {
