@@ -24,8 +24,6 @@ export type Config = {
   shutdownTimeoutMs: number;
   /** `LOG_LEVEL`: pino level. @defaultValue `'info'` */
   logLevel: LogLevel;
-  /** `BQI_REDACTION_KEY`: HMAC key of the audit redaction (≥ 32 characters), when set. */
-  redactionKey?: string;
 };
 
 /** What the CLI reads: the URLs are required only by the commands that use them. */
@@ -93,7 +91,6 @@ const fields = {
   BQI_SWEEP_EVERY_MS: positiveMs(CONFIG_DEFAULTS.sweepEveryMs),
   BQI_SHUTDOWN_TIMEOUT_MS: positiveMs(CONFIG_DEFAULTS.shutdownTimeoutMs),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
-  BQI_REDACTION_KEY: z.string().min(32, 'must be at least 32 characters when set').optional(),
 };
 
 const workerSchema = z.object({
@@ -157,7 +154,6 @@ export function loadConfig(env: Env = process.env): Config {
     sweepEveryMs: e.BQI_SWEEP_EVERY_MS,
     shutdownTimeoutMs: e.BQI_SHUTDOWN_TIMEOUT_MS,
     logLevel: e.LOG_LEVEL,
-    ...(e.BQI_REDACTION_KEY ? { redactionKey: e.BQI_REDACTION_KEY } : {}),
   };
 }
 
