@@ -8,8 +8,9 @@
  * Timings on a shared 2-core machine are noisy: figures are reported, never asserted. The last line
  * of stdout is one JSON object.
  */
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -66,6 +67,7 @@ function toolEvent(i: number): AuditEvent {
     decision: i % 10 === 0 ? 'deny' : 'allow',
     reasonCode: 'policy.ok',
     createdAt: new Date().toISOString(),
+    seq: i,
     phase: 'intent',
     epoch: 1,
     details: {
@@ -76,9 +78,62 @@ function toolEvent(i: number): AuditEvent {
   };
 }
 
+/** The operations process (`npm start`), as deployed: the writer runs beside the emitting worker. */
+async function startWriterProcess(): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL('../jobs/main.ts', import.meta.url))],
+    {
+      env: {
+        ...process.env,
+        DATABASE_URL: databaseUrl,
+        REDIS_URL: redisUrl,
+        BQI_SCHEMA: schema,
+        BQI_PREFIX: prefix,
+        BQI_AUDIT_QUEUE: 'audit',
+        LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  await new Promise<void>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (l) => l.includes('"started"') && resolve());
+    child.once('exit', (code) => reject(new Error(`writer process exited with ${code}`)));
+  });
+  return child;
+}
+
+async function emitAll(emitter: AuditEmitter, from: number, count: number, perSecond?: number): Promise<void> {
+  const began = performance.now();
+  for (let i = 0; i < count; i++) {
+    emitter.record(toolEvent(from + i));
+    if (i % 1000 === 999) {
+      // Keep the producer within the emitter's memory bound, as a worker's own pace would.
+      await emitter.flush();
+      if (perSecond) {
+        const ahead = ((i + 1) / perSecond) * 1000 - (performance.now() - began);
+        if (ahead > 0) await new Promise((r) => setTimeout(r, ahead));
+      }
+    }
+  }
+  await emitter.flush();
+}
+
+async function waitForRows(pool: pg.Pool, n: number): Promise<void> {
+  for (;;) {
+    const have = Number((await pool.query(`select count(*) from ${schema}.audit_events`)).rows[0].count);
+    if (have >= n) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/**
+ * Sustained rate: a burst of events from this process, written by the operations process.
+ * Lag: then a paced stream at half that rate, creation (worker clock) to row (database clock).
+ */
 async function pipeline(pool: pg.Pool): Promise<{ perSecond: number; p50: number; p99: number }> {
+  const writer = await startWriterProcess();
   const queue = new Queue('audit', { connection, prefix });
-  const writer = createAuditWriter({ connection, pool, schema, queueName: 'audit', prefix, concurrency: 4 });
   const emitter = new AuditEmitter({
     queue,
     pool,
@@ -87,31 +142,31 @@ async function pipeline(pool: pg.Pool): Promise<{ perSecond: number; p50: number
     maxBatch: 500,
     maxBuffered: 50_000,
   });
-  const started = performance.now();
-  for (let i = 0; i < PIPELINE_EVENTS; i++) {
-    emitter.record(toolEvent(i));
-    // Keep the producer within the emitter's memory bound, as a real worker's pace would.
-    if (i % 5000 === 4999) await emitter.flush();
+  try {
+    const started = performance.now();
+    await emitAll(emitter, 0, PIPELINE_EVENTS);
+    await waitForRows(pool, PIPELINE_EVENTS);
+    const perSecond = PIPELINE_EVENTS / ((performance.now() - started) / 1000);
+    const paced = Math.min(20_000, Math.round(perSecond / 2) * 2);
+    await emitAll(emitter, PIPELINE_EVENTS, paced, perSecond / 2);
+    await waitForRows(pool, PIPELINE_EVENTS + paced);
+    const lag = await pool.query(
+      `select percentile_cont(0.5) within group (order by ms) as p50, percentile_cont(0.99) within group (order by ms) as p99
+       from (select extract(epoch from (received_at - created_at)) * 1000 as ms from ${schema}.audit_events
+             where seq >= $1) x`,
+      [PIPELINE_EVENTS],
+    );
+    if (emitter.metrics.outboxed + emitter.metrics.dropped + emitter.metrics.invalid > 0) {
+      throw new Error(`pipeline lost its way: ${JSON.stringify(emitter.metrics)}`);
+    }
+    return { perSecond, p50: Number(lag.rows[0].p50), p99: Number(lag.rows[0].p99) };
+  } finally {
+    await emitter.close();
+    writer.kill('SIGTERM');
+    await new Promise((r) => writer.once('exit', r));
+    await queue.obliterate({ force: true });
+    await queue.close();
   }
-  await emitter.flush();
-  for (;;) {
-    const n = Number((await pool.query(`select count(*) from ${schema}.audit_events`)).rows[0].count);
-    if (n >= PIPELINE_EVENTS) break;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  const seconds = (performance.now() - started) / 1000;
-  const lag = await pool.query(
-    `select percentile_cont(0.5) within group (order by ms) as p50, percentile_cont(0.99) within group (order by ms) as p99
-     from (select extract(epoch from (received_at - created_at)) * 1000 as ms from ${schema}.audit_events) x`,
-  );
-  if (emitter.metrics.outboxed + emitter.metrics.dropped + emitter.metrics.invalid > 0) {
-    throw new Error(`pipeline lost its way: ${JSON.stringify(emitter.metrics)}`);
-  }
-  await emitter.close();
-  await writer.close();
-  await queue.obliterate({ force: true });
-  await queue.close();
-  return { perSecond: PIPELINE_EVENTS / seconds, p50: Number(lag.rows[0].p50), p99: Number(lag.rows[0].p99) };
 }
 
 async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolean, round: number): Promise<number> {
