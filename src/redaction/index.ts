@@ -7,7 +7,7 @@
  * JWTs, API tokens, authorization values, `password=…`, e-mail addresses, cards, IBANs, phones).
  * Every result carries a receipt: rule ids, paths and counts, never values.
  */
-export { type ContentSummary, summariseContent } from './content-summary.js';
+export type { ContentSummary } from './content-summary.js';
 export { DEFAULT_ALLOWED_FIELDS, DEFAULT_FIELD_RULES } from './default-fields.js';
 export {
   DEFAULT_POLICY_VERSION,

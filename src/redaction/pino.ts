@@ -98,7 +98,8 @@ export function pinoRedactionOptions(policy: RedactionPolicy): PinoRedactionOpti
       log: (object) => redact(object, policy).value as Record<string, unknown>,
       bindings: (bindings) => {
         const [own, rest] = split(bindings);
-        const out = redact(rest, policy).value as Record<string, unknown>;
+        // A plain object again: pino calls `hasOwnProperty` on what this returns.
+        const out: Record<string, unknown> = { ...(redact(rest, policy).value as Record<string, unknown>) };
         for (const [k, v] of Object.entries(own)) out[k] = scan(v);
         return out;
       },

@@ -11,6 +11,28 @@ import { F_ASSIGN } from './text-features.js';
 const PAIR =
   /(pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|signing[_-]?key|auth(?:orization)?|credentials?|session[_-]?id|cookie)([A-Za-z0-9_-]{0,24})(\\?["']?[ \t]{0,3}[:=][ \t]{0,3})(\\?"[^"\\\r\n]+|\\?'[^'\\\r\n]+|[^\s"'`\\,;&<>()[\]{}]+)/gi;
 
+/** English words that start like a secret name (`deadline passed: retrying`) but name none. */
+const ORDINARY_WORDS = new Set([
+  'passed',
+  'passes',
+  'passing',
+  'passage',
+  'passive',
+  'passenger',
+  'passengers',
+  'passthrough',
+  'secretary',
+  'secretly',
+  'tokenized',
+  'tokenizer',
+  'authored',
+  'author',
+  'authors',
+  'authority',
+  'authorized',
+  'authorised',
+]);
+
 /** Names whose value is a secret whatever it looks like. */
 const STRONG = /^(?:pass|pwd|secret|private|signing|authorization|credential|cookie)/i;
 /** A tail that turns the name into metadata about the secret (`token_type`, `password_length`). */
@@ -96,6 +118,7 @@ function isPlaceholder(value: string): boolean {
 function classify(name: string, tail: string, value: string): string | undefined {
   const tailKey = tail.replace(/[^A-Za-z0-9]/g, '').toLowerCase();
   if (METADATA_TAILS.has(tailKey)) return undefined;
+  if (ORDINARY_WORDS.has(`${name}${tail}`.toLowerCase())) return undefined;
   if (value.length < 4 || isPlaceholder(value)) return undefined;
   if (name.toLowerCase() === 'secret' && tailKey === 'accesskey' && AWS_SECRET.test(value)) return 'aws_secret_key';
   if (STRONG.test(name)) return 'secret_pair';
