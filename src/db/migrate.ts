@@ -39,17 +39,27 @@ export async function migrate(options: MigrateOptions): Promise<MigrationResultS
       migrationTableSchema: schema,
     });
     const to = options.to ?? 'latest';
-    const result =
-      to === 'latest'
-        ? await migrator.migrateToLatest()
-        : to === 'down'
-          ? await migrator.migrateDown()
-          : await migrator.migrateTo(NO_MIGRATIONS);
-    if (result.error) throw result.error;
-    return result;
+    for (let attempt = 0; ; attempt++) {
+      const result =
+        to === 'latest'
+          ? await migrator.migrateToLatest()
+          : to === 'down'
+            ? await migrator.migrateDown()
+            : await migrator.migrateTo(NO_MIGRATIONS);
+      // kysely's table check introspects every schema of the database: another schema dropped
+      // at that moment (by another application) fails it. It changed nothing, so run it again.
+      if (result.error && attempt < 5 && droppedElsewhere(result.error, schema)) continue;
+      if (result.error) throw result.error;
+      return result;
+    }
   } finally {
     // Ending the session releases the advisory lock.
     await lockClient.end().catch(() => {});
     if (owned) await db.destroy();
   }
+}
+
+function droppedElsewhere(err: unknown, schema: string): boolean {
+  const e = err as { code?: string; message?: string };
+  return (e.code === '3F000' || e.code === '42P01') && !String(e.message).includes(`"${schema}"`);
 }
