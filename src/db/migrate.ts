@@ -40,12 +40,13 @@ export async function migrate(options: MigrateOptions): Promise<MigrationResultS
     });
     const to = options.to ?? 'latest';
     for (let attempt = 0; ; attempt++) {
-      const result =
+      const result: MigrationResultSet = await (
         to === 'latest'
-          ? await migrator.migrateToLatest()
+          ? migrator.migrateToLatest()
           : to === 'down'
-            ? await migrator.migrateDown()
-            : await migrator.migrateTo(NO_MIGRATIONS);
+            ? migrator.migrateDown()
+            : migrator.migrateTo(NO_MIGRATIONS)
+      ).catch((error: unknown) => ({ error }));
       // kysely's table check introspects every schema of the database: another schema dropped
       // at that moment (by another application) fails it. It changed nothing, so run it again.
       if (result.error && attempt < 5 && droppedElsewhere(result.error, schema)) continue;
