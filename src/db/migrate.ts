@@ -40,12 +40,11 @@ export async function migrate(options: MigrateOptions): Promise<MigrationResultS
     });
     const to = options.to ?? 'latest';
     for (let attempt = 0; ; attempt++) {
-      const result: MigrationResultSet = await (
-        to === 'latest'
-          ? migrator.migrateToLatest()
-          : to === 'down'
-            ? migrator.migrateDown()
-            : migrator.migrateTo(NO_MIGRATIONS)
+      const result: MigrationResultSet = await (to === 'latest'
+        ? migrator.migrateToLatest()
+        : to === 'down'
+          ? migrator.migrateDown()
+          : migrator.migrateTo(NO_MIGRATIONS)
       ).catch((error: unknown) => ({ error }));
       // kysely's table check introspects every schema of the database: another schema dropped
       // at that moment (by another application) fails it. It changed nothing, so run it again.
