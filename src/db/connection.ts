@@ -37,9 +37,6 @@ export function openPool(opts: PostgresOptions, poolSize?: number): OwnedPool {
     pool: new pg.Pool({
       connectionString: opts.connectionString,
       ...(poolSize ? { max: poolSize } : {}),
-      // The ledger's statements are prepared once per connection and run with small, varying
-      // batch sizes; Postgres' default would re-plan them for each size (0.4–0.6 ms a plan).
-      options: '-c plan_cache_mode=force_generic_plan',
     }),
     owned: true,
   };
