@@ -16,7 +16,6 @@ import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { z } from 'zod';
-import { createAuditWriter } from '../jobs/audit-writer.js';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
@@ -132,7 +131,6 @@ async function waitForRows(pool: pg.Pool, n: number): Promise<void> {
  * Lag: then a paced stream at half that rate, creation (worker clock) to row (database clock).
  */
 async function pipeline(pool: pg.Pool): Promise<{ perSecond: number; p50: number; p99: number }> {
-  const writer = await startWriterProcess();
   const queue = new Queue('audit', { connection, prefix });
   const emitter = new AuditEmitter({
     queue,
@@ -162,9 +160,6 @@ async function pipeline(pool: pg.Pool): Promise<{ perSecond: number; p50: number
     return { perSecond, p50: Number(lag.rows[0].p50), p99: Number(lag.rows[0].p99) };
   } finally {
     await emitter.close();
-    writer.kill('SIGTERM');
-    await new Promise((r) => writer.once('exit', r));
-    await queue.obliterate({ force: true });
     await queue.close();
   }
 }
@@ -192,10 +187,8 @@ async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolea
       })),
     );
   }
-  const auditQueue = new Queue(`audit-${name}`, { connection, prefix });
-  const writer = audit
-    ? createAuditWriter({ connection, pool, schema, queueName: `audit-${name}`, prefix })
-    : undefined;
+  // Events go to the audit queue that the operations process (started for the whole run) writes.
+  const auditQueue = new Queue('audit', { connection, prefix });
   const emitter = audit
     ? new AuditEmitter({ queue: auditQueue, pool, schema, redact: auditRedactor(policy) })
     : undefined;
@@ -224,21 +217,21 @@ async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolea
   const seconds = (performance.now() - started) / 1000;
   if (effects !== WRAPPER_JOBS) throw new Error(`side effect ran ${effects} times for ${WRAPPER_JOBS} jobs`);
   await emitter?.close();
-  await writer?.close();
-  for (const q of [queue, auditQueue]) {
-    await q.obliterate({ force: true });
-    await q.close();
-  }
+  await auditQueue.close();
+  await queue.obliterate({ force: true });
+  await queue.close();
   return WRAPPER_JOBS / seconds;
 }
 
 await migrate({ connectionString: databaseUrl, schema });
 const pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
 const ledger = new PostgresLedger({ pool, schema });
+let writer: ChildProcess | undefined;
 try {
   log('redaction (own process)...');
   const redaction = redactionPerSecond();
   log(`pipeline: ${PIPELINE_EVENTS} events...`);
+  writer = await startWriterProcess();
   const pipe = await pipeline(pool);
   const on: number[] = [];
   const off: number[] = [];
@@ -271,6 +264,10 @@ try {
     }),
   );
 } finally {
+  if (writer) {
+    writer.kill('SIGTERM');
+    await new Promise((r) => writer?.once('exit', r));
+  }
   await ledger.close();
   await pool.query(`drop schema if exists ${schema} cascade`);
   await pool.end();

@@ -52,7 +52,7 @@ export class AuditStore {
     this.table = `${s}.audit_events`;
     this.deadLetter = `${s}.audit_dead_letter`;
     const cols = COLUMNS.map(([c]) => c).join(', ');
-    const typed = COLUMNS.map(([c, f, t]) => `"${f}" ${t}`).join(', ');
+    const typed = COLUMNS.map(([, f, t]) => `"${f}" ${t}`).join(', ');
     const select = COLUMNS.map(([c, f]) => (c === 'seq' ? `coalesce(x."${f}", 0)` : `x."${f}"`)).join(', ');
     this.insertSql = `insert into ${this.table} (${cols})
       select ${select} from jsonb_to_recordset($1::jsonb) as x(${typed})

@@ -27,9 +27,15 @@ export function auditRedactor(policy: RedactionPolicy): AuditRedactor {
       out.details = r.value as Record<string, unknown>;
       receipt = r.receipt;
     }
-    for (const f of SCANNED) {
-      const v = event[f];
-      if (v !== undefined) out[f] = redactString(v, policy).slice(0, 255);
+    // The library writes system events' text itself (actor `worker:<pid>`, state refs, error
+    // codes); what a processor or operator supplied is scanned.
+    if (event.actorType !== 'system') {
+      for (const f of SCANNED) {
+        const v = event[f];
+        if (v !== undefined) out[f] = redactString(v, policy).slice(0, 255);
+      }
+    } else if (event.reasonCode !== undefined) {
+      out.reasonCode = redactString(event.reasonCode, policy).slice(0, 100);
     }
     if (event.action.startsWith('tool.') || event.resourceType !== 'idempotency_key') {
       out.resourceId = redactString(event.resourceId, policy).slice(0, 255);
