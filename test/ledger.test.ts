@@ -74,6 +74,32 @@ describe('claim', () => {
     for (const k of keys) expect((await ledger.claim(claimOf(k))).kind).toBe('completed');
   });
 
+  it('after a run of new keys (insert-first), existing keys still get their exact outcomes', async () => {
+    const l = t.ledger();
+    try {
+      // Many fresh keys teach the ledger to insert before reading.
+      for (let round = 0; round < 5; round++) {
+        const fresh = await Promise.all(Array.from({ length: 20 }, () => l.claim(claimOf(newKey()))));
+        expect(fresh.every((o) => o.kind === 'acquired')).toBe(true);
+      }
+      const done = newKey();
+      const a = await l.claim(claimOf(done));
+      if (a.kind !== 'acquired') throw new Error('expected acquired');
+      await l.complete(done, a.epoch, 'r');
+      const live = newKey();
+      await l.claim(claimOf(live));
+      const outcomes = await Promise.all([
+        l.claim(claimOf(done)),
+        l.claim(claimOf(done, { fingerprint: 'changed' })),
+        l.claim(claimOf(live)),
+        l.claim(claimOf(newKey())),
+      ]);
+      expect(outcomes.map((o) => o.kind)).toEqual(['completed', 'conflict', 'inProgress', 'acquired']);
+    } finally {
+      await l.close();
+    }
+  });
+
   it('without batching the same contract holds', async () => {
     const single = t.ledger({ batching: false });
     try {

@@ -79,6 +79,8 @@ export class PostgresLedger {
   private kysely: Kysely<unknown> | undefined;
   private readonly claimBatcher: MicroBatcher<ClaimRow, Row> | undefined;
   private readonly completeBatcher: MicroBatcher<CompleteRow, Row> | undefined;
+  /** Share of recently claimed keys that already had a row: decides read-first or insert-first. */
+  private existingShare = 1;
 
   constructor(options: LedgerOptions) {
     this.schema = checkSchema(options.schema ?? DEFAULT_SCHEMA);
@@ -148,13 +150,50 @@ export class PostgresLedger {
     });
   }
 
-  /** Runs the claim statement for distinct keys; the answer per key is its row. */
+  /**
+   * Claims distinct keys; the answer per key is its row. Three steps, each only for the keys that
+   * need it: a read answers every key whose row is not claimable (replays, conflicts, live
+   * leases: no write, no commit); a plain insert claims the keys that were absent; the full
+   * claim statement takes over or reclaims the rest, and any key a concurrent claimer inserted
+   * between the read and the insert. When recent keys were mostly new, the read is skipped and
+   * the insert goes first. Each key's outcome is that of the full claim alone.
+   */
   private async claimBatch(reqs: ClaimRow[]): Promise<Map<string, Row>> {
     const sorted = reqs.length > 1 ? [...reqs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) : reqs;
-    const columns: unknown[][] = Array.from({ length: 14 }, () => []);
-    for (const r of sorted) for (let c = 0; c < 14; c++) (columns[c] as unknown[]).push(r.values[c]);
-    const rows = await this.runRetryingDeadlock('claim', [...columns, this.clockOffsetMs]);
-    return new Map(rows.map((row) => [row.key as string, row]));
+    const answers = new Map<string, Row>();
+    let absent: ClaimRow[] = sorted;
+    const rest: ClaimRow[] = [];
+    // Mostly new keys lately: the read would find nothing, so insert first.
+    const readFirst = this.existingShare >= 0.2;
+    if (readFirst) {
+      const peeked = await this.run('peek', [
+        sorted.map((r) => r.key),
+        sorted.map((r) => r.values[5]),
+        this.clockOffsetMs,
+      ]);
+      const found = new Map(peeked.map((row) => [row.key as string, row]));
+      absent = [];
+      for (const r of sorted) {
+        const row = found.get(r.key);
+        if (!row) absent.push(r);
+        else if (row.claimable) rest.push(r);
+        else answers.set(r.key, row);
+      }
+    }
+    if (absent.length > 0) {
+      const inserted = await this.runRetryingDeadlock('insertNew', [...columnsOf(absent), this.clockOffsetMs]);
+      for (const row of inserted) answers.set(row.key as string, row);
+      for (const r of absent) if (!answers.has(r.key)) rest.push(r);
+    }
+    // An exponential average of the share of keys that already had a row.
+    const existing = readFirst ? sorted.length - absent.length : rest.length;
+    this.existingShare = 0.8 * this.existingShare + 0.2 * (existing / sorted.length);
+    if (rest.length > 0) {
+      const ordered = rest.length > 1 ? rest.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) : rest;
+      const claimed = await this.runRetryingDeadlock('claim', [...columnsOf(ordered), this.clockOffsetMs]);
+      for (const row of claimed) answers.set(row.key as string, row);
+    }
+    return answers;
   }
 
   /** Runs the completion statement for distinct keys; a key without a row was fenced. */
@@ -176,7 +215,7 @@ export class PostgresLedger {
    * Batches lock rows in key order, but a claim batch and a completion batch may still meet in
    * opposite orders; Postgres then aborts one statement (40P01) and it is simply run again.
    */
-  private async runRetryingDeadlock(name: 'claim' | 'complete', values: unknown[]): Promise<Row[]> {
+  private async runRetryingDeadlock(name: 'claim' | 'complete' | 'insertNew', values: unknown[]): Promise<Row[]> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.run(name, values);
@@ -355,6 +394,13 @@ export class PostgresLedger {
     const res = await this.pool.query({ name: this.names[name] as string, text, values });
     return res.rows as Row[];
   }
+}
+
+/** The claim statements' parameters: one array per column, rows in the given order. */
+function columnsOf(rows: ClaimRow[]): unknown[][] {
+  const columns: unknown[][] = Array.from({ length: 14 }, () => []);
+  for (const r of rows) for (let c = 0; c < 14; c++) (columns[c] as unknown[]).push(r.values[c]);
+  return columns;
 }
 
 function toKey(key: KeyLike): string {

@@ -86,6 +86,39 @@ select ${cols
   ${N}
 from cur c where not exists (select 1 from ins where ins.key = c.key)`,
 
+    /**
+     * The claim's read: each key's row and whether it is claimable, without writing. A row that
+     * is not claimable (a replay, a conflict, a live lease, unknown) is answered from here alone;
+     * read-only, it costs no commit. Params: 1 keys, 2 fingerprints; 3 clock offset.
+     */
+    peek: `select ${cols
+      .split(', ')
+      .map((c) => `l.${c}`)
+      .join(', ')}, false as acquired,
+  ${claimable('l', 'i.want', now(3))} as claimable,
+  case when l.status = 'locked' then greatest(0, ceil(extract(epoch from (l.lease_expires_at - ${now(3)})) * 1000))::int8 end
+    as retry_after_ms,
+  ${now(3)} as at
+from unnest($1::text[], $2::text[]) as i(key, want) join ${table} l on l.key = i.key`,
+
+    /**
+     * The claim of keys the read found absent: a plain insert. A key a concurrent claimer
+     * inserted first returns no row and goes through the full claim. Params as the claim's.
+     */
+    insertNew: `insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
+    downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
+    updated_at, claimed_at, claim_transition)
+  select i.key, i.namespace, i.resource_key, i.version, i.operation, i.fingerprint, 'locked', 1, i.downstream, i.owner,
+    ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, 'claimed', i.job_id, i.queue, i.task_id, i.step_id,
+    ${N}, ${N}, ${N}, 'claimed'
+  from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
+    $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+    as i(key, namespace, resource_key, version, operation, fingerprint, lease_ms, retention_ms, downstream, owner,
+      job_id, queue, task_id, step_id)
+  order by i.key
+  on conflict (key) do nothing
+  returning ${cols}, true as acquired, true as claimable, null::int8 as retry_after_ms, updated_at as at`,
+
     /** Params: 1 key, 2 epoch, 3 lease_ms, 4 clock offset. */
     heartbeat: `update ${table} set lease_expires_at = ${now(4)} + $3::int8 * interval '1 millisecond'
 where ${fenced} returning lease_expires_at, ${now(4)} as at`,
