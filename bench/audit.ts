@@ -4,7 +4,8 @@
  * - pipeline: emitter → BullMQ audit queue → writer → Postgres, sustained events/s and the lag
  *   from an event's creation to its row (p50/p99, database clock);
  * - wrapper overhead: withIdempotency's fresh path with the audit trail on versus off, alternating
- *   rounds; overhead = 1 − on/off.
+ *   rounds; overhead = 1 − on/off. It is what the worker pays (build, redact, validate, batch and
+ *   enqueue three events per job); the writer's work is the pipeline figure.
  * Timings on a shared 2-core machine are noisy: figures are reported, never asserted. The last line
  * of stdout is one JSON object.
  */
@@ -187,8 +188,9 @@ async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolea
       })),
     );
   }
-  // Events go to the audit queue that the operations process (started for the whole run) writes.
-  const auditQueue = new Queue('audit', { connection, prefix });
+  // The worker's side only: events go to a queue no writer consumes during the round (the
+  // writer's own cost is the pipeline figure above); they are counted afterwards.
+  const auditQueue = new Queue(`audit-${name}`, { connection, prefix });
   const emitter = audit
     ? new AuditEmitter({ queue: auditQueue, pool, schema, redact: auditRedactor(policy) })
     : undefined;
@@ -217,6 +219,16 @@ async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolea
   const seconds = (performance.now() - started) / 1000;
   if (effects !== WRAPPER_JOBS) throw new Error(`side effect ran ${effects} times for ${WRAPPER_JOBS} jobs`);
   await emitter?.close();
+  if (emitter) {
+    let events = 0;
+    for (const job of await auditQueue.getJobs(['wait', 'prioritized']))
+      events += (job.data.events as unknown[]).length;
+    // claimed, the tool decision and completed, per job: none lost on the way to the queue.
+    if (events !== 3 * WRAPPER_JOBS || emitter.metrics.outboxed + emitter.metrics.dropped > 0) {
+      throw new Error(`audit events: ${events} queued for ${WRAPPER_JOBS} jobs (${JSON.stringify(emitter.metrics)})`);
+    }
+  }
+  await auditQueue.obliterate({ force: true });
   await auditQueue.close();
   await queue.obliterate({ force: true });
   await queue.close();
