@@ -13,7 +13,10 @@ export async function services(): Promise<Services> {
   }
   if (!databaseUrl) {
     const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
-    const pg = await new PostgreSqlContainer('postgres:16-alpine').start();
+    // The test suite opens 100 connections at once in one case.
+    const pg = await new PostgreSqlContainer('postgres:16-alpine')
+      .withCommand(['postgres', '-c', 'max_connections=300'])
+      .start();
     databaseUrl = pg.getConnectionUri();
     stops.push(() => pg.stop());
   }
