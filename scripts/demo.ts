@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { type Job, Queue, Worker } from 'bullmq';
 import pg from 'pg';
 import { migrate, PostgresLedger, RetryableError, withIdempotency } from '../src/index.js';
-import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
+import { postEffect, startDownstream } from '../src/testing/downstream-stub.js';
 import { chargeOperation, DEMO_WORKER_TIMING } from './demo-operation.js';
 import { services } from './services.js';
 
