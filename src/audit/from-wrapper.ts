@@ -44,7 +44,8 @@ export function auditEventFromWrapper(e: WrapperEvent, actorId: string): AuditEv
       ? eventIdFor(e.key, e.epoch, e.type, e.stepId)
       : e.type === 'decision'
         ? eventIdFor(e.key, e.epoch, 'decision', e.seq)
-        : eventIdFor(subject, e.type, e.jobId, e.attemptsStarted, e.epoch, e.stepId);
+        : // A job polling an operation in progress elsewhere is one event per holder's epoch, not per poll.
+          eventIdFor(subject, e.type, e.jobId, e.type === 'in_progress' ? 0 : e.attemptsStarted, e.epoch, e.stepId);
   const after = AFTER[e.type];
   const decision = e.details as
     | {
