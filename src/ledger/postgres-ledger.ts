@@ -3,12 +3,12 @@ import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA, kyselyFor, openPool, type PostgresOptions } from '../db/connection.js';
 import {
   IdempotencyConfigError,
+  IdempotencyInProgressError,
   IllegalTransitionError,
   InvalidInputError,
   PayloadTooLargeError,
   StaleEpochError,
 } from '../errors/errors.js';
-import { IdempotencyError } from '../errors/idempotency-error.js';
 import { canonicalJson } from '../fingerprint/canonical-json.js';
 import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import { MicroBatcher } from './micro-batcher.js';
@@ -145,9 +145,8 @@ export class PostgresLedger {
       if (!row || (!row.acquired && row.claimable)) continue;
       return toOutcome(row, options.fingerprint);
     }
-    throw new IdempotencyError('IDEMPOTENCY_IN_PROGRESS', `Claim of ${k} kept racing with concurrent writers`, {
-      key: k,
-    });
+    // Every round saw a concurrent writer win between its read and its write: let the caller retry.
+    throw new IdempotencyInProgressError({ key: k, retryAfterMs: 0 });
   }
 
   /**

@@ -4,6 +4,7 @@ import type { Kysely, Transaction } from 'kysely';
 import {
   IdempotencyConfigError,
   IdempotencyConflictError,
+  IdempotencyInProgressError,
   IllegalTransitionError,
   RecordedFailureError,
   StaleEpochError,
@@ -144,8 +145,7 @@ export class AttemptRunner<I, R, DB> {
         // Wait without using an attempt: poll again soon (the holder usually finishes well
         // within its lease), and never later than the moment its lease would lapse.
         const waitMs = Math.max(25, Math.min(claim.retryAfterMs, this.pollMs)) + Math.floor(Math.random() * 25);
-        if (!token)
-          throw new IdempotencyError('IDEMPOTENCY_IN_PROGRESS', `Operation ${a.k} is in progress`, { key: a.k });
+        if (!token) throw new IdempotencyInProgressError({ key: a.k, retryAfterMs: claim.retryAfterMs });
         await job.moveToDelayed(Date.now() + waitMs, token);
         throw new DelayedError();
       }
