@@ -109,6 +109,70 @@ describe('audit pipeline', () => {
   });
 });
 
+describe('failures outside the processor', () => {
+  it('a job BullMQ fails without calling the processor (maxStartedAttempts) is audited from the worker', async () => {
+    const op = defineOperation({
+      name: 'mail.send',
+      namespace: 'acme/mail.send',
+      version: 'v1',
+      input: z.object({ to: z.string() }),
+      effect: (i) => i,
+      resourceKey: (i) => `mail:${i.to}`,
+      retention: '1h',
+      lease: '20s',
+      downstream: 'idempotent',
+    });
+    // Another attempt holds the operation, so the job waits (delayed, no attempt used)...
+    const key = op.keyFor({ to: 'held' });
+    await ledger.claim({
+      key,
+      operation: 'mail.send',
+      fingerprint: op.fingerprintOf({ to: 'held' }),
+      leaseMs: 20_000,
+      retentionMs: 3_600_000,
+      downstream: 'idempotent',
+    });
+    const captured: WrapperEvent[] = [];
+    const q = b.queue('started-limit');
+    const w = b.worker(
+      'started-limit',
+      withIdempotency(op, async () => ({ sent: true }), { ledger, audit: { emit: (e) => captured.push(e) } }),
+      {
+        maxStartedAttempts: 2,
+      },
+    );
+    const { AuditEmitter: Emitter } = await import('../src/audit/emitter.js');
+    const auditQueue = b.queue('audit-outside');
+    const emitter = new Emitter({ queue: auditQueue, pool: ledger.pool, schema: t.schema, redact: passThrough });
+    const recorded: AuditEvent[] = [];
+    const record = emitter.record.bind(emitter);
+    emitter.record = (e: AuditEvent) => {
+      recorded.push(e);
+      record(e);
+    };
+    const { auditWorkerFailures } = await import('../src/audit/worker-failures.js');
+    const detach = auditWorkerFailures(w, emitter);
+    // ...until BullMQ's own limit on started attempts fails it before the processor runs.
+    const job = await q.add('send', { to: 'held' });
+    const done = await settled(q, job.id as string);
+    expect(done.state).toBe('failed');
+    expect(done.failedReason).toMatch(/started more than allowable limit/);
+    expect(captured.filter((e) => e.type === 'in_progress').length).toBeGreaterThanOrEqual(1);
+    await waitFor(() => recorded.length > 0, 'the failure event');
+    expect(recorded[0]).toMatchObject({
+      action: 'idempotency.failed',
+      decision: 'deny',
+      reasonCode: 'BULLMQ_MAX_STARTED_ATTEMPTS',
+      jobId: job.id,
+    });
+    detach();
+    await emitter.close();
+    await w.close();
+    await q.close();
+    await auditQueue.close();
+  });
+});
+
 describe('reconstruction', () => {
   it('a failed attempt, a lost lock and takeover, a denied tool call and a replay reconstruct in order, whatever the write order', async () => {
     const input = z.object({ order: z.string() });
