@@ -10,7 +10,7 @@ import {
   StaleEpochError,
   UnknownOutcomeError,
 } from '../errors/errors.js';
-import { IdempotencyError, isIdempotencyError } from '../errors/idempotency-error.js';
+import { isIdempotencyError } from '../errors/idempotency-error.js';
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import type { ClaimOutcome, RecordedError } from '../ledger/types.js';
@@ -21,6 +21,7 @@ import { redact } from '../redaction/redact.js';
 import { redactString } from '../redaction/redact-string.js';
 import { bullmqSignal, unrecoverable } from './bullmq-signals.js';
 import { classifyError, type ErrorClass } from './classify.js';
+import { asIdempotencyError, scrubError, toRecordedError } from './error-record.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { resolveJob } from './resolve-job.js';
 import type { ProcessorContext, StepContext, WithIdempotencyOptions, WrapperEvent, WrapperEventType } from './types.js';
@@ -462,34 +463,4 @@ export class AttemptRunner<I, R, DB> {
       at: extra.at ?? new Date(),
     });
   }
-}
-
-function asIdempotencyError(err: unknown, error: RecordedError): IdempotencyError {
-  if (err instanceof IdempotencyError) return err;
-  return new IdempotencyError('IDEMPOTENCY_RECORDED_FAILURE', `${error.code}: ${error.message}`, { error });
-}
-
-/** A thrown value as the ledger records it: a code and a scrubbed, bounded message, never a stack. */
-export function toRecordedError(err: unknown, policy: RedactionPolicy): RecordedError {
-  if (err instanceof Error) {
-    const code = (err as { code?: unknown }).code;
-    return {
-      code: typeof code === 'string' && code ? code.slice(0, 100) : err.name || 'Error',
-      message: redactString(err.message, policy),
-      name: err.name,
-    };
-  }
-  return { code: 'NON_ERROR_THROWN', message: redactString(String(err), policy) };
-}
-
-/**
- * Scrubs an error's message and stack in place (and its causes'), except BullMQ's control-flow
- * errors, which BullMQ recognises by name or message and which carry no user data.
- */
-export function scrubError(err: unknown, policy: RedactionPolicy, depth = 0): unknown {
-  if (!(err instanceof Error) || bullmqSignal(err) === 'wait' || depth > 3) return err;
-  err.message = redactString(err.message, policy);
-  if (err.stack) err.stack = redactString(err.stack, policy);
-  if (err.cause !== undefined) scrubError(err.cause, policy, depth + 1);
-  return err;
 }
