@@ -84,6 +84,7 @@ export {
   defineRedactionPolicy,
   FIELD_CLASSES,
   type FieldClass,
+  identifierRef,
   pinoRedactionOptions,
   pinoRedactPaths,
   type RedactedError,
