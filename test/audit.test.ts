@@ -74,9 +74,13 @@ describe('audit pipeline', () => {
     expect(emitter.metrics).toMatchObject({ emitted: 130, enqueued: 130, invalid: 0, dropped: 0 });
     expect(emitter.metrics.batches).toBe(3);
     // A redelivered batch writes nothing new; a bad event is dead-lettered, the rest still land.
-    const again = await store.writeBatch([...events.slice(0, 5), { eventId: 'x' }, event({ taskId: 'task-dl' })]);
+    const bad = { eventId: 'x', contact: 'jane.doe@example.com' };
+    const again = await store.writeBatch([...events.slice(0, 5), bad, event({ taskId: 'task-dl' })]);
     expect(again).toEqual({ inserted: 1, duplicates: 5, deadLettered: 1 });
-    const dl = await t.query(`select reason from ${t.schema}.audit_dead_letter`);
+    const dl = await t.query(`select reason, event::text as event from ${t.schema}.audit_dead_letter`);
+    // Dead letters are redacted too: they may never have been through an emitter.
+    expect(dl.rows[0]?.event).toContain('"eventId": "x"');
+    expect(dl.rows[0]?.event).not.toContain('jane.doe');
     expect(dl.rows[0]?.reason).toMatch(/actorType/);
     // The emitter refuses an invalid event up front and counts it.
     emitter.record({ ...event(), decision: 'maybe' } as unknown as AuditEvent);
@@ -252,13 +256,16 @@ describe('reconstruction', () => {
 
     const story = await timeline({ taskId: 'task-story' }, { store, ledger });
     const actions = story.events.map((e) => `${e.action}${e.epoch ? `@${e.epoch}` : ''}`);
+    // The second worker may find epoch 2's lease still running (in_progress, once per wait) or
+    // already lapsed, depending on when BullMQ's stall check hands it the job.
+    const waits = actions.indexOf('idempotency.takeover@3') - actions.indexOf('tool.delete_bucket@2') - 1;
+    expect(waits).toBeGreaterThanOrEqual(0);
     expect(actions).toEqual([
       'idempotency.claimed@1',
       'idempotency.released@1',
       'idempotency.claimed@2',
       'tool.delete_bucket@2',
-      'idempotency.in_progress@2',
-      ...actions.slice(5, actions.indexOf('idempotency.takeover@3')).map(() => 'idempotency.in_progress@2'),
+      ...Array.from({ length: waits }, () => 'idempotency.in_progress@2'),
       'idempotency.takeover@3',
       'tool.create_asset@3',
       'idempotency.completed@3',

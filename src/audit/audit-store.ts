@@ -1,5 +1,7 @@
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
+import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
+import { redact } from '../redaction/redact.js';
 import { type AuditEvent, auditEventSchema } from './audit-event.js';
 
 /** Columns of audit_events and the camelCase field each comes from. */
@@ -44,9 +46,13 @@ export class AuditStore {
   private readonly deadLetter: string;
   private readonly insertSql: string;
 
+  /**
+   * @param policy scrubs what goes to the dead-letter table. @defaultValue DEFAULT_REDACTION_POLICY
+   */
   constructor(
     private readonly pool: pg.Pool,
     schema: string = DEFAULT_SCHEMA,
+    private readonly policy: RedactionPolicy = DEFAULT_REDACTION_POLICY,
   ) {
     const s = checkSchema(schema);
     this.table = `${s}.audit_events`;
@@ -84,7 +90,15 @@ export class AuditStore {
     if (invalid.length > 0) {
       await this.pool.query(
         `insert into ${this.deadLetter} (event, reason) select x.event, x.reason from jsonb_to_recordset($1::jsonb) as x(event jsonb, reason text)`,
-        [JSON.stringify(invalid.map((i) => ({ event: safeJson(i.event), reason: i.reason.slice(0, 2000) })))],
+        [
+          JSON.stringify(
+            // An event that failed validation may not have been through the emitter's redaction.
+            invalid.map((i) => ({
+              event: redact(safeJson(i.event), this.policy).value,
+              reason: i.reason.slice(0, 2000),
+            })),
+          ),
+        ],
       );
     }
     return { inserted, duplicates: valid.length - inserted, deadLettered: invalid.length };
