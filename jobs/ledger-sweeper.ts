@@ -1,5 +1,5 @@
 import { type ConnectionOptions, type Queue, Worker } from 'bullmq';
-import { eventIdFor } from '../src/audit/audit-event.js';
+import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import type { AuditEmitter } from '../src/audit/emitter.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import type { Logger } from '../src/worker/types.js';
@@ -35,20 +35,28 @@ export async function sweepLedger(
     deleted += n;
     if (n < batchSize) break;
   }
-  const runId = opts.runId ?? `${Date.now()}`;
-  opts.emitter?.record({
-    eventId: eventIdFor('sweep', ledger.schema, runId),
-    actorType: 'system',
-    actorId: 'ledger-sweeper',
+  opts.emitter?.record(sweepEvent(ledger.schema, opts.runId ?? `${Date.now()}`, { deleted, batches }));
+  return { deleted, batches };
+}
+
+/** The one summary audit event of a sweep run (by the scheduler, or by an operator through the CLI). */
+export function sweepEvent(
+  schema: string,
+  runId: string,
+  counts: { deleted: number; batches: number },
+  actor: { actorType: AuditEvent['actorType']; actorId: string } = { actorType: 'system', actorId: 'ledger-sweeper' },
+): AuditEvent {
+  return {
+    eventId: eventIdFor('sweep', schema, runId),
+    ...actor,
     action: 'idempotency.swept',
     resourceType: 'ledger',
-    resourceId: ledger.schema,
+    resourceId: schema,
     decision: 'allow',
     createdAt: new Date().toISOString(),
     phase: 'outcome',
-    details: { deleted, batches },
-  });
-  return { deleted, batches };
+    details: { ...counts },
+  };
 }
 
 /** Schedules the sweeper with a BullMQ job scheduler (upserted: safe to call on every start). */

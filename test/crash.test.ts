@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { StaleEpochError } from '../src/errors/errors.js';
 import type { IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { type Downstream, type Effect, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
 import { LeaseLostError } from '../src/worker/lease-keeper.js';
 import type { ProcessorContext, WrapperEvent } from '../src/worker/types.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
@@ -18,7 +19,6 @@ import {
   spawnCrashWorker,
   txProcessor,
 } from './helpers/crash-worker.js';
-import { type Downstream, type Effect, postEffect, startDownstream } from './helpers/downstream.js';
 
 const t = new TestContext('crash');
 const b = bull(t);

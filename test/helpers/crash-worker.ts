@@ -24,9 +24,9 @@ import { z } from 'zod';
 import { RetryableError, TerminalError } from '../../src/errors/processor-errors.js';
 import { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
 import { defineOperation } from '../../src/operation/define-operation.js';
+import { postEffect } from '../../src/testing/downstream-stub.js';
 import type { AuditSink, ProcessorContext, WrapperEvent } from '../../src/worker/types.js';
 import { withIdempotency } from '../../src/worker/with-idempotency.js';
-import { postEffect } from './downstream.js';
 
 /** Short BullMQ and ledger timings: the lease lapses before BullMQ redelivers a crashed job. */
 export const CRASH_TIMING = { leaseMs: 600, lockDuration: 1500, stalledInterval: 300 } as const;

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sweepLedger } from '../../../jobs/ledger-sweeper.js';
-import { type AuditEvent, eventIdFor } from '../../audit/audit-event.js';
+import { sweepEvent, sweepLedger } from '../../../jobs/ledger-sweeper.js';
 import type { CliContext } from '../context.js';
 import { toJson } from '../format.js';
 import { writeOperatorEvent } from './ledger.js';
@@ -16,18 +15,13 @@ export async function sweepCommand(
     ...(opts.batchSize ? { batchSize: opts.batchSize } : {}),
     ...(opts.maxBatches ? { maxBatches: opts.maxBatches } : {}),
   });
-  const event: AuditEvent = {
-    eventId: eventIdFor('sweep', ledger.schema, `cli:${randomUUID()}`),
-    actorType: 'user',
-    actorId: opts.actor,
-    action: 'idempotency.swept',
-    resourceType: 'ledger',
-    resourceId: ledger.schema,
-    decision: 'allow',
-    createdAt: new Date().toISOString(),
-    phase: 'outcome',
-    details: { deleted: r.deleted, batches: r.batches, via: 'cli' },
-  };
+  const event = sweepEvent(
+    ledger.schema,
+    `cli:${randomUUID()}`,
+    { deleted: r.deleted, batches: r.batches },
+    { actorType: 'user', actorId: opts.actor },
+  );
+  event.details = { ...event.details, via: 'cli' };
   const eventId = await writeOperatorEvent(ctx, event, `${r.deleted} rows were swept`);
   const ms = Date.now() - started;
   if (opts.json) ctx.io.out(toJson({ ...r, ms, auditEventId: eventId }));
