@@ -2,7 +2,8 @@ import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { redact } from '../redaction/redact.js';
-import { type AuditEvent, auditEventSchema } from './audit-event.js';
+import type { AuditEvent } from './audit-event.js';
+import { checkAuditEvent } from './check-event.js';
 
 /** Columns of audit_events and the camelCase field each comes from. */
 const COLUMNS: [string, keyof AuditEvent, string][] = [
@@ -70,7 +71,7 @@ export class AuditStore {
     const valid: AuditEvent[] = [];
     const invalid: { event: unknown; reason: string }[] = [];
     for (const e of raw) {
-      const parsed = auditEventSchema.safeParse(e);
+      const parsed = checkAuditEvent(e);
       if (parsed.success) valid.push(parsed.data);
       else
         invalid.push({

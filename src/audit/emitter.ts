@@ -3,7 +3,8 @@ import type { Queue } from 'bullmq';
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import type { AuditSink, Logger, WrapperEvent } from '../worker/types.js';
-import { type AuditEvent, auditEventSchema } from './audit-event.js';
+import type { AuditEvent } from './audit-event.js';
+import { parseAuditEvent } from './check-event.js';
 import { auditEventFromWrapper } from './from-wrapper.js';
 
 /** Scrubs an event before it leaves the process (Redis is storage too). */
@@ -68,7 +69,7 @@ export class AuditEmitter implements AuditSink {
     this.metrics.emitted++;
     let clean: AuditEvent;
     try {
-      clean = auditEventSchema.parse(this.opts.redact(event));
+      clean = parseAuditEvent(this.opts.redact(event));
     } catch (err) {
       this.metrics.invalid++;
       this.opts.logger?.error(
