@@ -18,16 +18,22 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { z } from 'zod';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
+import { decodeAuditBatch } from '../src/audit/batch-codec.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
 import { defineOperation, migrate, PostgresLedger, withIdempotency } from '../src/index.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
+import { cpuSnapshot, cpuSplit } from './proc-cpu.js';
 
 const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PIPELINE_EVENTS = Number(process.env.BENCH_AUDIT_EVENTS ?? 100_000);
 const WRAPPER_JOBS = Number(process.env.BENCH_JOBS ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** The producer waits while the emitter holds more than this many events (its bound here: 50,000). */
+const PACE_BUFFERED = 5_000;
+/** When set, the writer process is CPU-profiled into this directory (`bench/profile-summary.ts` reads it). */
+const PROFILE_DIR = process.env.BENCH_CPU_PROFILE;
 const id = randomBytes(3).toString('hex');
 const schema = `bench_audit_${id}`;
 const prefix = `{bench-audit-${id}}`;
@@ -82,7 +88,12 @@ function toolEvent(i: number): AuditEvent {
 async function startWriterProcess(): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', fileURLToPath(new URL('../jobs/main.ts', import.meta.url))],
+    [
+      ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
+      '--import',
+      'tsx',
+      fileURLToPath(new URL('../jobs/main.ts', import.meta.url)),
+    ],
     {
       env: {
         ...process.env,
@@ -108,8 +119,9 @@ async function emitAll(emitter: AuditEmitter, from: number, count: number, perSe
   for (let i = 0; i < count; i++) {
     emitter.record(toolEvent(from + i));
     if (i % 1000 === 999) {
-      // Keep the producer within the emitter's memory bound, as a worker's own pace would.
-      await emitter.flush();
+      // Keep the producer well within the emitter's memory bound (past it, events would go to the
+      // outbox), as a worker's own pace would, without stopping it while batches are on their way.
+      while (emitter.buffered > PACE_BUFFERED) await new Promise((r) => setTimeout(r, 1));
       if (perSecond) {
         const ahead = ((i + 1) / perSecond) * 1000 - (performance.now() - began);
         if (ahead > 0) await new Promise((r) => setTimeout(r, ahead));
@@ -143,9 +155,18 @@ async function pipeline(pool: pg.Pool): Promise<{ perSecond: number; p50: number
   });
   try {
     const started = performance.now();
+    const cpuBefore = cpuSnapshot();
     await emitAll(emitter, 0, PIPELINE_EVENTS);
     await waitForRows(pool, PIPELINE_EVENTS);
     const perSecond = PIPELINE_EVENTS / ((performance.now() - started) / 1000);
+    const cpu = cpuSplit(cpuBefore, cpuSnapshot());
+    if (cpu) {
+      const per1000 = (x: number) => ((x / PIPELINE_EVENTS) * 1000).toFixed(3);
+      const writer = cpu.others.find(([comm]) => comm === 'node')?.[1] ?? 0;
+      log(
+        `pipeline CPU s per 1000 events: emitter ${per1000(cpu.node)}, writer ${per1000(writer)}, postgres ${per1000(cpu.postgres)}, redis ${per1000(cpu.redis)}, idle ${per1000(cpu.idle)}`,
+      );
+    }
     const paced = Math.min(20_000, Math.round(perSecond / 2) * 2);
     await emitAll(emitter, PIPELINE_EVENTS, paced, perSecond / 2);
     await waitForRows(pool, PIPELINE_EVENTS + paced);
@@ -222,7 +243,7 @@ async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolea
   if (emitter) {
     let events = 0;
     for (const job of await auditQueue.getJobs(['wait', 'prioritized']))
-      events += (job.data.events as unknown[]).length;
+      events += (await decodeAuditBatch(job.data)).events.length;
     // claimed, the tool decision and completed, per job: none lost on the way to the queue.
     if (events !== 3 * WRAPPER_JOBS || emitter.metrics.outboxed + emitter.metrics.dropped > 0) {
       throw new Error(`audit events: ${events} queued for ${WRAPPER_JOBS} jobs (${JSON.stringify(emitter.metrics)})`);

@@ -1,9 +1,8 @@
-import { createHash } from 'node:crypto';
 import { type ConnectionOptions, type Job, type Queue, Worker, type WorkerOptions } from 'bullmq';
 import type pg from 'pg';
 import type { AuditEvent } from '../src/audit/audit-event.js';
+import { auditBatchJob } from '../src/audit/batch-codec.js';
 import { eventsForRecord } from '../src/audit/derive.js';
-import { AUDIT_JOB_NAME } from '../src/audit/emitter.js';
 import { checkSchema, DEFAULT_SCHEMA } from '../src/db/connection.js';
 import { toRecord } from '../src/ledger/postgres-ledger.js';
 import type { Logger } from '../src/worker/types.js';
@@ -132,17 +131,7 @@ export async function drainOutbox(pool: pg.Pool, schema: string, auditQueue: Que
 
 async function enqueueEvents(queue: Queue, events: AuditEvent[]): Promise<void> {
   const jobs = [];
-  for (let i = 0; i < events.length; i += 500) {
-    const batch = events.slice(i, i + 500);
-    const jobId = `audit_${createHash('sha256')
-      .update(batch.map((e) => e.eventId).join(','))
-      .digest('base64url')}`;
-    jobs.push({
-      name: AUDIT_JOB_NAME,
-      data: { events: batch },
-      opts: { jobId, removeOnComplete: true, attempts: 5, backoff: 1000 },
-    });
-  }
+  for (let i = 0; i < events.length; i += 500) jobs.push(await auditBatchJob(events.slice(i, i + 500)));
   if (jobs.length > 0) await queue.addBulk(jobs);
 }
 

@@ -1,7 +1,12 @@
 import { type ConnectionOptions, Worker } from 'bullmq';
 import type pg from 'pg';
 import { AuditStore } from '../src/audit/audit-store.js';
-import { AUDIT_JOB_NAME } from '../src/audit/emitter.js';
+import {
+  AUDIT_JOB_NAME,
+  type DecodedAuditBatch,
+  decodeAuditBatch,
+  UndecodableAuditBatchError,
+} from '../src/audit/batch-codec.js';
 import type { Logger } from '../src/worker/types.js';
 
 export const DEFAULT_AUDIT_QUEUE = 'bullmq-idempotency-audit';
@@ -34,8 +39,17 @@ export function createAuditWriter(options: AuditWriterOptions): Worker {
     options.queueName ?? DEFAULT_AUDIT_QUEUE,
     async (job) => {
       if (job.name !== AUDIT_JOB_NAME) return { skipped: true };
-      const events = (job.data as { events?: unknown }).events;
-      const result = await store.writeBatch(Array.isArray(events) ? events : [job.data]);
+      let batch: DecodedAuditBatch;
+      try {
+        batch = await decodeAuditBatch(job.data);
+      } catch (err) {
+        if (!(err instanceof UndecodableAuditBatchError)) throw err;
+        // Never blocks the queue: the batch is dead-lettered (its size, not its bytes) and done.
+        await store.deadLetterBatch(job.id, job.data, err.message);
+        options.logger?.error({ jobId: job.id, err: err.message }, 'audit batch dead-lettered');
+        return { inserted: 0, duplicates: 0, deadLettered: 1 };
+      }
+      const result = await store.writeBatch(batch.events, batch.json);
       if (result.deadLettered > 0) {
         options.logger?.warn({ jobId: job.id, deadLettered: result.deadLettered }, 'audit events dead-lettered');
       }

@@ -2,9 +2,9 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createAuditWriter } from '../jobs/audit-writer.js';
 import { type AuditEvent, auditEventSchema, eventIdFor } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
+import { AUDIT_JOB_NAME, decodeAuditBatch, UndecodableAuditBatchError } from '../src/audit/batch-codec.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { buildTimeline, renderTimeline, timeline } from '../src/audit/timeline.js';
 import { defineOperation, RetryableError, withIdempotency } from '../src/index.js';
@@ -54,18 +54,7 @@ describe('audit pipeline', () => {
   it('emitter → audit queue → writer → Postgres, in batches, never twice, invalid events dead-lettered', async () => {
     const queue = b.queue('audit');
     const emitter = new AuditEmitter({ queue, pool: ledger.pool, schema: t.schema, redact: passThrough, maxBatch: 50 });
-    const writer = createAuditWriter({
-      connection: { url: t.redisUrl },
-      pool: ledger.pool,
-      schema: t.schema,
-      queueName: 'audit',
-      prefix: t.prefix,
-    });
-    t.track(
-      'audit writer',
-      () => !writer.isRunning(),
-      () => writer.close(),
-    );
+    const writer = b.auditWriter('audit', ledger.pool);
     const events = Array.from({ length: 120 }, (_, i) => event({ seq: i }));
     for (const e of events) emitter.record(e);
     for (const e of events.slice(0, 10)) emitter.record(e); // re-emitted: same ids
@@ -85,6 +74,46 @@ describe('audit pipeline', () => {
     // The emitter refuses an invalid event up front and counts it.
     emitter.record({ ...event(), decision: 'maybe' } as unknown as AuditEvent);
     expect(emitter.metrics.invalid).toBe(1);
+    await emitter.close();
+    await writer.close();
+    await queue.close();
+  });
+
+  it('batches travel deflated; the writer also reads plain batches and dead-letters unreadable ones without stopping', async () => {
+    const queue = b.queue('audit-codec');
+    const emitter = new AuditEmitter({
+      queue,
+      pool: ledger.pool,
+      schema: t.schema,
+      redact: passThrough,
+      maxBatch: 200,
+    });
+    const events = Array.from({ length: 200 }, (_, i) => event({ taskId: 'task-codec', seq: i }));
+    for (const e of events) emitter.record(e);
+    await emitter.flush();
+    const [job] = await queue.getJobs(['wait']);
+    expect(job?.name).toBe(AUDIT_JOB_NAME);
+    expect(job?.data).toMatchObject({ encoding: 'deflate-raw', count: 200 });
+    // What Redis holds is a fraction of the events' JSON, and decodes to exactly those events.
+    expect(JSON.stringify(job?.data).length).toBeLessThan(JSON.stringify(events).length / 3);
+    expect((await decodeAuditBatch(job?.data)).events).toEqual(events);
+
+    // An unreadable batch and a plain one wait behind it; the writer takes all three.
+    await queue.add(AUDIT_JOB_NAME, { encoding: 'deflate-raw', count: 3, payload: 'bm90IGRlZmxhdGU=' });
+    await queue.add(AUDIT_JOB_NAME, { events: [event({ taskId: 'task-codec', seq: 500 })] });
+    await expect(decodeAuditBatch({ encoding: 'gzip', payload: 'x' })).rejects.toBeInstanceOf(
+      UndecodableAuditBatchError,
+    );
+    const writer = b.auditWriter('audit-codec', ledger.pool);
+    await waitFor(async () => (await count("task_id = 'task-codec'")) === 201, '201 events written');
+    const dl = await t.query(
+      `select event, reason from ${t.schema}.audit_dead_letter where event->>'undecodableBatch' = 'true'`,
+    );
+    expect(dl.rows).toHaveLength(1);
+    expect(dl.rows[0]?.event).toMatchObject({ encoding: 'deflate-raw', count: 3, payloadChars: 16 });
+    expect(dl.rows[0]?.reason).toMatch(/does not inflate/);
+    await waitFor(async () => (await queue.getJobCounts('failed', 'wait', 'active')).wait === 0, 'queue drained');
+    expect(await queue.getJobCounts('failed')).toEqual({ failed: 0 });
     await emitter.close();
     await writer.close();
     await queue.close();

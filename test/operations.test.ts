@@ -6,7 +6,6 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createBackfillWorker, drainOutbox, runBackfill } from '../jobs/audit-backfill.js';
-import { createAuditWriter } from '../jobs/audit-writer.js';
 import { sweepLedger } from '../jobs/ledger-sweeper.js';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
@@ -42,18 +41,7 @@ describe('audit backfill', () => {
   it('restores every deleted transition event, exactly once, and drains the outbox', async () => {
     const auditQueue = b.queue('audit');
     const emitter = new AuditEmitter({ queue: auditQueue, pool: ledger.pool, schema: t.schema, redact: passThrough });
-    const writer = createAuditWriter({
-      connection: { url: t.redisUrl },
-      pool: ledger.pool,
-      schema: t.schema,
-      queueName: 'audit',
-      prefix: t.prefix,
-    });
-    t.track(
-      'audit writer',
-      () => !writer.isRunning(),
-      () => writer.close(),
-    );
+    const writer = b.auditWriter('audit', ledger.pool);
     const op = defineOperation({
       name: 'mail.send',
       namespace: 'acme/mail.send',
@@ -205,18 +193,7 @@ describe('audit backfill', () => {
       expect(done.state).toBe('completed');
       expect(done.returnvalue).toMatchObject({ done: true });
       expect(done.returnvalue.rowsScanned).toBeGreaterThanOrEqual(300);
-      const writer = createAuditWriter({
-        connection: { url: t.redisUrl },
-        pool: ledger.pool,
-        schema: t.schema,
-        queueName: 'audit-kill',
-        prefix: t.prefix,
-      });
-      t.track(
-        'audit writer',
-        () => !writer.isRunning(),
-        () => writer.close(),
-      );
+      const writer = b.auditWriter('audit-kill', ledger.pool);
       const where = "task_id = 'task-bulk'";
       await waitFor(async () => (await eventIds(where)).length === 600, 'claimed + completed for 300 rows', 20_000);
       const dup = await t.query(

@@ -2,8 +2,8 @@ import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { redact } from '../redaction/redact.js';
-import type { AuditEvent } from './audit-event.js';
-import { checkAuditEvent } from './check-event.js';
+import { type AuditEvent, auditEventSchema } from './audit-event.js';
+import { isAuditEvent } from './check-event.js';
 
 /** Columns of audit_events and the camelCase field each comes from. */
 const COLUMNS: [string, keyof AuditEvent, string][] = [
@@ -66,12 +66,22 @@ export class AuditStore {
       on conflict do nothing`;
   }
 
-  /** Validates and writes a batch; invalid events are dead-lettered. */
-  async writeBatch(raw: unknown[]): Promise<WriteBatchResult> {
+  /**
+   * Validates and writes a batch; invalid events are dead-lettered.
+   * @param json the batch's JSON text, when `raw` was parsed from it (the writer's case): if every
+   * event passes as it is, the text goes to Postgres without being serialised again.
+   */
+  async writeBatch(raw: unknown[], json?: string): Promise<WriteBatchResult> {
     const valid: AuditEvent[] = [];
     const invalid: { event: unknown; reason: string }[] = [];
+    let asIs = json !== undefined;
     for (const e of raw) {
-      const parsed = checkAuditEvent(e);
+      if (isAuditEvent(e)) {
+        valid.push(e);
+        continue;
+      }
+      asIs = false; // zod's output may differ from its input (a dropped __proto__ key)
+      const parsed = auditEventSchema.safeParse(e);
       if (parsed.success) valid.push(parsed.data);
       else
         invalid.push({
@@ -84,7 +94,7 @@ export class AuditStore {
       const res = await this.pool.query({
         name: `bqi_audit_insert_${this.table}`,
         text: this.insertSql,
-        values: [JSON.stringify(valid)],
+        values: [asIs ? json : JSON.stringify(valid)],
       });
       inserted = res.rowCount ?? 0;
     }
@@ -103,6 +113,26 @@ export class AuditStore {
       );
     }
     return { inserted, duplicates: valid.length - inserted, deadLettered: invalid.length };
+  }
+
+  /**
+   * Dead-letters a whole audit job that cannot be read as events (not inflatable, not JSON). Its
+   * bytes are unreadable to the redaction policy, so only their shape is kept.
+   */
+  async deadLetterBatch(jobId: string | undefined, data: unknown, reason: string): Promise<void> {
+    const d = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
+    const shape = {
+      undecodableBatch: true,
+      jobId: jobId ?? null,
+      fields: Object.keys(d).slice(0, 20),
+      encoding: typeof d.encoding === 'string' ? d.encoding.slice(0, 40) : null,
+      count: typeof d.count === 'number' ? d.count : null,
+      payloadChars: typeof d.payload === 'string' ? d.payload.length : null,
+    };
+    await this.pool.query(`insert into ${this.deadLetter} (event, reason) values ($1::jsonb, $2)`, [
+      JSON.stringify(redact(shape, this.policy).value),
+      reason.slice(0, 2000),
+    ]);
   }
 
   /** Events of a task, or of an operation key (with its steps), in causal order. */

@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import type { AuditSink, Logger, WrapperEvent } from '../worker/types.js';
 import type { AuditEvent } from './audit-event.js';
+import { auditBatchJob } from './batch-codec.js';
 import { parseAuditEvent } from './check-event.js';
 import { auditEventFromWrapper } from './from-wrapper.js';
 
@@ -30,11 +30,12 @@ export type AuditEmitterOptions = {
   logger?: Logger;
 };
 
-export const AUDIT_JOB_NAME = 'audit-batch';
+export { AUDIT_JOB_NAME } from './batch-codec.js';
 
 /**
- * redact → validate → buffer → one BullMQ job per batch (bounded by size and time). When Redis
- * refuses a batch it goes to the Postgres outbox (drained by the backfill). Nothing is dropped
+ * redact → validate → buffer → one BullMQ job per batch (bounded by size and time; the events are
+ * deflated, see batch-codec). When Redis refuses a batch it goes to the Postgres outbox (drained
+ * by the backfill). Nothing is dropped
  * silently: an event that cannot be validated, or a batch neither Redis nor Postgres takes, is
  * counted in `metrics` and logged as an error. `close()` flushes.
  */
@@ -57,6 +58,14 @@ export class AuditEmitter implements AuditSink {
     this.maxDelayMs = opts.maxDelayMs ?? 50;
     this.maxBuffered = opts.maxBuffered ?? 20_000;
     this.actorId = opts.actorId ?? `worker:${process.pid}`;
+  }
+
+  /**
+   * Events held in memory: buffered, or in batches on their way to the queue. Past `maxBuffered`,
+   * new events go straight to the outbox; a producer that can wait may pace itself on this.
+   */
+  get buffered(): number {
+    return this.held;
   }
 
   /** Takes a wrapper event (the AuditSink contract). */
@@ -114,15 +123,8 @@ export class AuditEmitter implements AuditSink {
 
   private send(events: AuditEvent[]): void {
     this.metrics.batches++;
-    const jobId = `audit_${createHash('sha256')
-      .update(events.map((e) => e.eventId).join(','))
-      .digest('base64url')}`;
-    const p = this.opts.queue
-      .add(
-        AUDIT_JOB_NAME,
-        { events },
-        { jobId, removeOnComplete: true, removeOnFail: 1000, attempts: 5, backoff: 1000 },
-      )
+    const p = auditBatchJob(events)
+      .then((job) => this.opts.queue.add(job.name, job.data, job.opts))
       .then(
         () => {
           this.metrics.enqueued += events.length;

@@ -1,4 +1,6 @@
 import { type Job, Queue, QueueEvents, Worker, type WorkerOptions } from 'bullmq';
+import type pg from 'pg';
+import { type AuditWriterOptions, createAuditWriter } from '../../jobs/audit-writer.js';
 import type { TestContext } from './context.js';
 
 /** Queues, workers and queue-event listeners under the file's prefix, tracked for the leak check. */
@@ -34,6 +36,23 @@ export function bull(t: TestContext) {
         `worker ${name}`,
         () => w.closing !== undefined && !w.isRunning(),
         () => w.close(true),
+      );
+      return w;
+    },
+    /** The audit writer on `queueName`, writing to the file's schema, tracked for the leak check. */
+    auditWriter(queueName: string, pool: pg.Pool, extra: Partial<AuditWriterOptions> = {}): Worker {
+      const w = createAuditWriter({
+        connection: { url: t.redisUrl },
+        pool,
+        schema: t.schema,
+        queueName,
+        prefix: t.prefix,
+        ...extra,
+      });
+      t.track(
+        `audit writer ${queueName}`,
+        () => !w.isRunning(),
+        () => w.close(),
       );
       return w;
     },
