@@ -1,11 +1,13 @@
 import type { Migration } from 'kysely';
 import { ledgerMigration } from './0001-ledger.js';
 import { auditMigration } from './0002-audit.js';
+import { auditTimeKeyMigration } from './0003-audit-time-key.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
   return {
     '0001-ledger': ledgerMigration(schema),
     '0002-audit': auditMigration(schema),
+    '0003-audit-time-key': auditTimeKeyMigration(schema),
   };
 }
