@@ -4,7 +4,8 @@ import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import type { ClaimOptions } from '../src/ledger/types.js';
-import { TestContext } from './helpers/context.js';
+import { LeaseKeeper, LeaseLostError } from '../src/worker/lease-keeper.js';
+import { TestContext, waitFor } from './helpers/context.js';
 
 const t = new TestContext('ledger');
 let ledger: PostgresLedger;
@@ -386,5 +387,72 @@ describe('sweep', () => {
     } finally {
       await future.close();
     }
+  });
+});
+
+describe('lease keeper', () => {
+  it('makes its signal on first read: a lease lost before that read is already aborted', async () => {
+    const key = newKey();
+    const claim = await ledger.claim(claimOf(key, { leaseMs: 300 }));
+    if (claim.kind !== 'acquired') throw new Error(claim.kind);
+    const keeper = new LeaseKeeper(
+      ledger,
+      boundedKey(key),
+      claim.epoch,
+      300,
+      claim.leaseExpiresAt,
+      undefined,
+      undefined,
+      undefined,
+    );
+    try {
+      await ledger.invalidate(key); // fences epoch 1: the next renewal finds it stale
+      await waitFor(() => keeper.lost !== undefined, 'the renewal to find the lease taken over', 3_000);
+      expect(keeper.signal.aborted).toBe(true);
+      expect(keeper.signal.reason).toBeInstanceOf(LeaseLostError);
+      expect((keeper.signal.reason as LeaseLostError).reason).toBe('lease_taken_over');
+    } finally {
+      keeper.stop();
+    }
+  });
+
+  it("follows BullMQ's signal, whether it aborted before or after the first read", async () => {
+    const key = newKey();
+    const claim = await ledger.claim(claimOf(key));
+    if (claim.kind !== 'acquired') throw new Error(claim.kind);
+    const k = boundedKey(key);
+    const before = new AbortController();
+    before.abort(new Error('cancelled early'));
+    const early = new LeaseKeeper(
+      ledger,
+      k,
+      claim.epoch,
+      30_000,
+      claim.leaseExpiresAt,
+      undefined,
+      undefined,
+      before.signal,
+    );
+    expect(early.signal.aborted).toBe(true);
+    expect((early.signal.reason as Error).message).toBe('cancelled early');
+    early.stop();
+
+    const after = new AbortController();
+    const late = new LeaseKeeper(
+      ledger,
+      k,
+      claim.epoch,
+      30_000,
+      claim.leaseExpiresAt,
+      undefined,
+      undefined,
+      after.signal,
+    );
+    const signal = late.signal;
+    expect(signal.aborted).toBe(false);
+    after.abort(new Error('cancelled late'));
+    expect(signal.aborted).toBe(true);
+    expect(late.lost).toBeUndefined(); // a cancellation is not a lost lease
+    late.stop();
   });
 });

@@ -188,7 +188,9 @@ export class AttemptRunner<I, R, DB> {
         takeover: claim.transition === 'takeover',
         ...a.facts,
         taskId: a.taskId,
-        signal: keeper.signal,
+        get signal() {
+          return keeper.signal;
+        },
         job: a.job,
         token: a.token,
         tx: async <T>(fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> => {

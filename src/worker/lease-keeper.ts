@@ -25,14 +25,16 @@ type LockView = { client?: Promise<RedisGet>; backend?: { client?: Promise<Redis
  * attempt's late writes are fenced). The signal also follows BullMQ's own (job cancelled).
  */
 export class LeaseKeeper {
-  readonly signal: AbortSignal;
-  private readonly controller = new AbortController();
+  /** Made on first use of `signal`: most processors never read it, and one costs microseconds per job. */
+  private controller: AbortController | undefined;
+  /** Why the attempt lost its lease, when that happened before anyone asked for the signal. */
+  private reason: LeaseLostError | undefined;
   private readonly timer: NodeJS.Timeout;
   private leaseExpiresAt: number;
   private busy = false;
   private stopped = false;
-  private outer: AbortSignal | undefined;
-  private readonly onOuterAbort = () => this.controller.abort(this.outer?.reason);
+  private listening = false;
+  private readonly onOuterAbort = () => this.controller?.abort(this.outer?.reason);
 
   constructor(
     private readonly ledger: PostgresLedger,
@@ -42,29 +44,40 @@ export class LeaseKeeper {
     leaseExpiresAt: Date,
     private readonly job: Job | undefined,
     private readonly token: string | undefined,
-    outer: AbortSignal | undefined,
+    private readonly outer: AbortSignal | undefined,
   ) {
     this.leaseExpiresAt = leaseExpiresAt.getTime();
-    this.signal = this.controller.signal;
-    // One listener, removed at stop(), rather than AbortSignal.any(): this runs for every job.
-    if (outer?.aborted) this.controller.abort(outer.reason);
-    else if (outer) {
-      this.outer = outer;
-      outer.addEventListener('abort', this.onOuterAbort, { once: true });
-    }
     this.timer = setInterval(() => void this.tick(), Math.max(20, Math.floor(leaseMs / 3)));
     this.timer.unref();
   }
 
+  /**
+   * Aborts when the lease is lost (the reason is a LeaseLostError) or BullMQ's own signal aborts
+   * (job cancelled; its reason). Created on first read; one read after the fact is already aborted.
+   */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.reason) this.controller.abort(this.reason);
+      else if (this.outer?.aborted) this.controller.abort(this.outer.reason);
+      else if (this.outer && !this.stopped) {
+        // One listener, removed at stop(), rather than AbortSignal.any(): this runs for every job.
+        this.outer.addEventListener('abort', this.onOuterAbort, { once: true });
+        this.listening = true;
+      }
+    }
+    return this.controller.signal;
+  }
+
   get lost(): LeaseLostError | undefined {
-    const reason: unknown = this.controller.signal.reason;
-    return reason instanceof LeaseLostError ? reason : undefined;
+    return this.reason;
   }
 
   stop(): void {
     this.stopped = true;
     clearInterval(this.timer);
-    this.outer?.removeEventListener('abort', this.onOuterAbort);
+    if (this.listening) this.outer?.removeEventListener('abort', this.onOuterAbort);
+    this.listening = false;
   }
 
   private async tick(): Promise<void> {
@@ -101,6 +114,7 @@ export class LeaseKeeper {
 
   private lose(reason: LeaseLostError['reason'], message: string): void {
     this.stop();
-    this.controller.abort(new LeaseLostError(reason, message));
+    this.reason ??= new LeaseLostError(reason, message);
+    this.controller?.abort(this.reason);
   }
 }
