@@ -391,20 +391,25 @@ describe('sweep', () => {
 });
 
 describe('lease keeper', () => {
-  it('makes its signal on first read: a lease lost before that read is already aborted', async () => {
-    const key = newKey();
-    const claim = await ledger.claim(claimOf(key, { leaseMs: 300 }));
+  /** A keeper on a freshly claimed key, following `outer` (BullMQ's signal) when given. */
+  async function keeperOn(key: IdempotencyKey, leaseMs: number, outer?: AbortSignal): Promise<LeaseKeeper> {
+    const claim = await ledger.claim(claimOf(key, { leaseMs }));
     if (claim.kind !== 'acquired') throw new Error(claim.kind);
-    const keeper = new LeaseKeeper(
+    return new LeaseKeeper(
       ledger,
       boundedKey(key),
       claim.epoch,
-      300,
+      leaseMs,
       claim.leaseExpiresAt,
       undefined,
       undefined,
-      undefined,
+      outer,
     );
+  }
+
+  it('makes its signal on first read: a lease lost before that read is already aborted', async () => {
+    const key = newKey();
+    const keeper = await keeperOn(key, 300);
     try {
       await ledger.invalidate(key); // fences epoch 1: the next renewal finds it stale
       await waitFor(() => keeper.lost !== undefined, 'the renewal to find the lease taken over', 3_000);
@@ -417,37 +422,15 @@ describe('lease keeper', () => {
   });
 
   it("follows BullMQ's signal, whether it aborted before or after the first read", async () => {
-    const key = newKey();
-    const claim = await ledger.claim(claimOf(key));
-    if (claim.kind !== 'acquired') throw new Error(claim.kind);
-    const k = boundedKey(key);
     const before = new AbortController();
     before.abort(new Error('cancelled early'));
-    const early = new LeaseKeeper(
-      ledger,
-      k,
-      claim.epoch,
-      30_000,
-      claim.leaseExpiresAt,
-      undefined,
-      undefined,
-      before.signal,
-    );
+    const early = await keeperOn(newKey(), 30_000, before.signal);
     expect(early.signal.aborted).toBe(true);
     expect((early.signal.reason as Error).message).toBe('cancelled early');
     early.stop();
 
     const after = new AbortController();
-    const late = new LeaseKeeper(
-      ledger,
-      k,
-      claim.epoch,
-      30_000,
-      claim.leaseExpiresAt,
-      undefined,
-      undefined,
-      after.signal,
-    );
+    const late = await keeperOn(newKey(), 30_000, after.signal);
     const signal = late.signal;
     expect(signal.aborted).toBe(false);
     after.abort(new Error('cancelled late'));
