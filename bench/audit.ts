@@ -134,11 +134,20 @@ async function emitAll(emitter: AuditEmitter, from: number, count: number, perSe
   await emitter.flush();
 }
 
-async function waitForRows(pool: pg.Pool, n: number): Promise<void> {
+/**
+ * Waits until the writer has taken every batch off the queue, then checks the row count once.
+ * (Polling `count(*)` instead would scan the growing table every few milliseconds and bill the
+ * pipeline for its own measurement.)
+ */
+async function waitForRows(pool: pg.Pool, queue: Queue, n: number): Promise<void> {
   for (;;) {
-    const have = Number((await pool.query(`select count(*) from ${schema}.audit_events`)).rows[0].count);
-    if (have >= n) return;
-    await new Promise((r) => setTimeout(r, 20));
+    const c = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'failed');
+    if (c.failed) throw new Error(`${c.failed} audit batches failed`);
+    if (!c.waiting && !c.active && !c.delayed && !c.prioritized) {
+      const have = Number((await pool.query(`select count(*) from ${schema}.audit_events`)).rows[0].count);
+      if (have >= n) return;
+    }
+    await new Promise((r) => setTimeout(r, 10));
   }
 }
 
@@ -163,7 +172,7 @@ async function pipeline(pool: pg.Pool): Promise<{ perSecond: number; bursts: num
       const started = performance.now();
       const cpuBefore = cpuSnapshot();
       await emitAll(emitter, b * PIPELINE_EVENTS, PIPELINE_EVENTS);
-      await waitForRows(pool, (b + 1) * PIPELINE_EVENTS);
+      await waitForRows(pool, queue, (b + 1) * PIPELINE_EVENTS);
       bursts.push(PIPELINE_EVENTS / ((performance.now() - started) / 1000));
       const cpu = cpuSplit(cpuBefore, cpuSnapshot());
       if (cpu) {
@@ -178,7 +187,7 @@ async function pipeline(pool: pg.Pool): Promise<{ perSecond: number; bursts: num
     const from = PIPELINE_BURSTS * PIPELINE_EVENTS;
     const paced = Math.min(20_000, Math.round(perSecond / 2) * 2);
     await emitAll(emitter, from, paced, perSecond / 2);
-    await waitForRows(pool, from + paced);
+    await waitForRows(pool, queue, from + paced);
     const lag = await pool.query(
       `select percentile_cont(0.5) within group (order by ms) as p50, percentile_cont(0.99) within group (order by ms) as p99
        from (select extract(epoch from (received_at - created_at)) * 1000 as ms from ${schema}.audit_events

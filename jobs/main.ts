@@ -126,7 +126,15 @@ export async function startWorkerProcess(
       logger,
     });
     const auditWriter = track(
-      createAuditWriter({ connection, pool, schema: config.schema, queueName: config.auditQueue, prefix, logger }),
+      createAuditWriter({
+        connection,
+        pool,
+        schema: config.schema,
+        queueName: config.auditQueue,
+        prefix,
+        concurrency: config.auditConcurrency,
+        logger,
+      }),
     );
     const backfill = track(
       createBackfillWorker({ connection, prefix, pool, schema: config.schema, auditQueue, logger }),

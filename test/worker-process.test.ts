@@ -161,9 +161,16 @@ describe('worker process (jobs/main.ts)', () => {
   });
 
   it('startWorkerProcess runs in-process and closes cleanly; refuses to start without Redis', async () => {
-    const config = loadConfig(vars({ BQI_AUDIT_QUEUE: 'audit-inproc', LOG_LEVEL: 'silent' }));
+    expect(loadConfig(vars({})).auditConcurrency).toBe(4);
+    expect(() => loadConfig(vars({ BQI_AUDIT_CONCURRENCY: '0' }))).toThrow(
+      /BQI_AUDIT_CONCURRENCY must be between 1 and 64/,
+    );
+    const config = loadConfig(
+      vars({ BQI_AUDIT_QUEUE: 'audit-inproc', BQI_AUDIT_CONCURRENCY: '3', LOG_LEVEL: 'silent' }),
+    );
     const proc = await startWorkerProcess(config);
     expect(proc.workers.auditWriter.isRunning()).toBe(true);
+    expect(proc.workers.auditWriter.concurrency).toBe(3);
     const auditQueue = b.queue('audit-inproc');
     const event = auditEvent('inproc');
     await auditQueue.add(AUDIT_JOB_NAME, { events: [event] });

@@ -18,6 +18,8 @@ export type Config = {
   prefix: string;
   /** `BQI_AUDIT_QUEUE`: the queue the audit writer consumes. @defaultValue `'bullmq-idempotency-audit'` */
   auditQueue: string;
+  /** `BQI_AUDIT_CONCURRENCY`: audit batches the writer inserts at once. @defaultValue 4 */
+  auditConcurrency: number;
   /** `BQI_SWEEP_EVERY_MS`: period of the ledger sweeper. @defaultValue 60000 */
   sweepEveryMs: number;
   /** `BQI_SHUTDOWN_TIMEOUT_MS`: how long a graceful shutdown may take. @defaultValue 10000 */
@@ -39,6 +41,7 @@ export const CONFIG_DEFAULTS = {
   schema: 'public',
   prefix: 'bull',
   auditQueue: 'bullmq-idempotency-audit',
+  auditConcurrency: 4,
   sweepEveryMs: 60_000,
   shutdownTimeoutMs: 10_000,
   logLevel: 'info',
@@ -71,6 +74,14 @@ const positiveMs = (fallback: number) =>
     .refine((n) => Number.isSafeInteger(n) && n > 0, 'must be > 0')
     .default(fallback);
 
+const positiveInt = (fallback: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number')
+    .transform(Number)
+    .refine((n) => n > 0 && n <= max, `must be between 1 and ${max}`)
+    .default(fallback);
+
 const name = (what: string, max: number) =>
   z
     .string()
@@ -88,6 +99,7 @@ const fields = {
   BQI_AUDIT_QUEUE: name('queue name', 200)
     .refine((s) => !s.includes(':'), 'must not contain ":" (BullMQ refuses it in queue names)')
     .default(CONFIG_DEFAULTS.auditQueue),
+  BQI_AUDIT_CONCURRENCY: positiveInt(CONFIG_DEFAULTS.auditConcurrency, 64),
   BQI_SWEEP_EVERY_MS: positiveMs(CONFIG_DEFAULTS.sweepEveryMs),
   BQI_SHUTDOWN_TIMEOUT_MS: positiveMs(CONFIG_DEFAULTS.shutdownTimeoutMs),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
@@ -151,6 +163,7 @@ export function loadConfig(env: Env = process.env): Config {
     schema: e.BQI_SCHEMA,
     prefix: e.BQI_PREFIX,
     auditQueue: e.BQI_AUDIT_QUEUE,
+    auditConcurrency: e.BQI_AUDIT_CONCURRENCY,
     sweepEveryMs: e.BQI_SWEEP_EVERY_MS,
     shutdownTimeoutMs: e.BQI_SHUTDOWN_TIMEOUT_MS,
     logLevel: e.LOG_LEVEL,
