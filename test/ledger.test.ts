@@ -390,6 +390,24 @@ describe('sweep', () => {
   });
 });
 
+describe('database times', () => {
+  it("a fresh claim's and a completion's times are the row's, to the millisecond, as the audit backfill reads them", async () => {
+    const keys = Array.from({ length: 20 }, () => newKey());
+    // Claimed together, so they travel in one multi-row insert.
+    const claims = await Promise.all(keys.map((k) => ledger.claim(claimOf(k, { leaseMs: 12_345 }))));
+    for (const [i, key] of keys.entries()) {
+      const c = claims[i];
+      if (c?.kind !== 'acquired') throw new Error(String(c?.kind));
+      const r = await row(key);
+      expect(c.at.getTime()).toBe((r.claimed_at as Date).getTime());
+      expect(c.leaseExpiresAt.getTime()).toBe((r.lease_expires_at as Date).getTime());
+      expect(c).toMatchObject({ epoch: 1, transition: 'claimed' });
+      const done = await ledger.complete(key, c.epoch, { i });
+      expect(done.at.getTime()).toBe(((await row(key)).updated_at as Date).getTime());
+    }
+  });
+});
+
 describe('lease keeper', () => {
   /** A keeper on a freshly claimed key, following `outer` (BullMQ's signal) when given. */
   async function keeperOn(key: IdempotencyKey, leaseMs: number, outer?: AbortSignal): Promise<LeaseKeeper> {

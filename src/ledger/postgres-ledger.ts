@@ -181,7 +181,11 @@ export class PostgresLedger {
     }
     if (absent.length > 0) {
       const inserted = await this.runRetryingDeadlock('insertNew', [...columnsOf(absent), this.clockOffsetMs]);
-      for (const row of inserted) answers.set(row.key as string, row);
+      if (inserted.length > 0) {
+        const byKey = new Map(absent.map((r) => [r.key, r]));
+        for (const row of inserted)
+          answers.set(row.key as string, newRow(byKey.get(row.key as string) as ClaimRow, row));
+      }
       for (const r of absent) if (!answers.has(r.key)) rest.push(r);
     }
     // An exponential average of the share of keys that already had a row.
@@ -254,7 +258,7 @@ export class PostgresLedger {
         ? await this.completeBatcher.submit(req)
         : (await this.completeBatch([req], executor)).get(k);
     if (!row) throw await this.fenced(k, epoch, 'complete', executor);
-    return { key: k, epoch, at: row.at as Date, result: JSON.parse(text) };
+    return { key: k, epoch, at: new Date(Number(row.at_ms)), result: JSON.parse(text) };
   }
 
   /**
@@ -393,6 +397,25 @@ export class PostgresLedger {
     const res = await this.pool.query({ name: this.names[name] as string, text, values });
     return res.rows as Row[];
   }
+}
+
+/**
+ * The row a plain insert created, from what the claim asked for and the database time it
+ * returned: status locked at epoch 1, the lease running from that time.
+ */
+function newRow(req: ClaimRow, inserted: Row): Row {
+  const at = Number(inserted.at_ms);
+  return {
+    key: req.key,
+    acquired: true,
+    claimable: true,
+    status: 'locked',
+    epoch: 1,
+    fingerprint: req.values[5],
+    last_transition: 'claimed',
+    lease_expires_at: new Date(at + (req.values[6] as number)),
+    at: new Date(at),
+  };
 }
 
 /** The claim statements' parameters: one array per column, rows in the given order. */

@@ -8,6 +8,8 @@
  */
 export function ledgerStatements(table: string) {
   const now = (p: number) => `(now() + $${p}::int8 * interval '1 millisecond')`;
+  /** A timestamp as whole milliseconds since the epoch, truncated (as a JS Date built from it). */
+  const ms = (column: string) => `floor(extract(epoch from ${column}) * 1000)::int8`;
   const claimable = (x: string, fp: string, n: string) => `(
       (${x}.status = 'invalidated')
       or (${x}.status = 'released' and ${x}.fingerprint = ${fp})
@@ -104,6 +106,8 @@ from unnest($1::text[], $2::text[]) as i(key, want) join ${table} l on l.key = i
     /**
      * The claim of keys the read found absent: a plain insert. A key a concurrent claimer
      * inserted first returns no row and goes through the full claim. Params as the claim's.
+     * Returns only the key and the database time as whole milliseconds (an int8, cheaper to read
+     * than a timestamp, and cut as the driver cuts timestamps): the rest of a new row is known.
      */
     insertNew: `insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
     downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
@@ -117,21 +121,22 @@ from unnest($1::text[], $2::text[]) as i(key, want) join ${table} l on l.key = i
       job_id, queue, task_id, step_id)
   order by i.key
   on conflict (key) do nothing
-  returning ${cols}, true as acquired, true as claimable, null::int8 as retry_after_ms, updated_at as at`,
+  returning key, ${ms('updated_at')} as at_ms`,
 
     /** Params: 1 key, 2 epoch, 3 lease_ms, 4 clock offset. */
     heartbeat: `update ${table} set lease_expires_at = ${now(4)} + $3::int8 * interval '1 millisecond'
 where ${fenced} returning lease_expires_at, ${now(4)} as at`,
 
     /**
-     * Completion of one key or a batch of distinct keys, each fenced by its epoch.
+     * Completion of one key or a batch of distinct keys, each fenced by its epoch; returns each
+     * completed key and the database time in whole milliseconds.
      * Params: 1 keys, 2 epochs, 3 results (json text); 4 clock offset.
      */
     complete: `update ${table} t set status = 'completed', result = u.result::jsonb, error = null, retryable = null,
   lease_owner = null, lease_expires_at = null, last_transition = 'completed',
   completed_at = ${now(4)}, expires_at = ${now(4)} + t.retention_ms * interval '1 millisecond', updated_at = ${now(4)}
 from unnest($1::text[], $2::int4[], $3::text[]) as u(key, epoch, result)
-where t.key = u.key and t.epoch = u.epoch and t.status = 'locked' returning t.key, t.updated_at as at`,
+where t.key = u.key and t.epoch = u.epoch and t.status = 'locked' returning t.key, ${ms('t.updated_at')} as at_ms`,
 
     /** Params: 1 key, 2 epoch, 3 error json, 4 clock offset, 5 new status, 6 transition, 7 retryable. */
     finish: `update ${table} set status = $5, error = $3::jsonb, retryable = $7, result = null,
