@@ -112,6 +112,9 @@ const mutated = fc
       'details',
       'redaction',
       'extra',
+      'toString',
+      'constructor',
+      'hasOwnProperty',
     ),
     fc.oneof(
       str(255),

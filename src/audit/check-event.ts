@@ -83,8 +83,9 @@ export function isAuditEvent(v: unknown): v is AuditEvent {
   for (const k of REQUIRED_KEYS) if (!(REQUIRED[k] as Field)(v[k])) return false;
   for (const k in v) {
     if (Object.hasOwn(REQUIRED, k)) continue;
-    const check = OPTIONAL[k];
-    if (!check) return false; // strict: unknown fields are refused
+    // Own entries only: `toString` or `constructor` must be unknown fields, not Object's methods.
+    if (!Object.hasOwn(OPTIONAL, k)) return false; // strict: unknown fields are refused
+    const check = OPTIONAL[k] as Field;
     const x = v[k];
     if (x !== undefined && !check(x)) return false;
   }
