@@ -35,9 +35,9 @@ export { AUDIT_JOB_NAME } from './batch-codec.js';
 /**
  * redact → validate → buffer → one BullMQ job per batch (bounded by size and time; the events are
  * deflated, see batch-codec). When Redis refuses a batch it goes to the Postgres outbox (drained
- * by the backfill). Nothing is dropped
- * silently: an event that cannot be validated, or a batch neither Redis nor Postgres takes, is
- * counted in `metrics` and logged as an error. `close()` flushes.
+ * by the backfill). Nothing is dropped silently: an event that cannot be validated, or a batch
+ * neither Redis nor Postgres takes, is counted in `metrics` and logged as an error. `close()`
+ * flushes.
  */
 export class AuditEmitter implements AuditSink {
   readonly metrics = { emitted: 0, enqueued: 0, outboxed: 0, invalid: 0, dropped: 0, batches: 0 };
