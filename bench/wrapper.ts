@@ -7,6 +7,10 @@
  * - raw: the processor bumps an in-memory side-effect counter and returns a small object;
  * - naive: the ledger users write by hand around the same processor: an unprepared
  *   `insert … on conflict do nothing returning`, then `update … set status = 'completed'`;
+ * - floor (the write floor): the least any Postgres-durable claim costs here: the key inserted
+ *   into a bare two-column table before the effect and a flag set after it, batched by the
+ *   library's own micro-batcher, committed synchronously; no fencing, leases, replay or result.
+ *   `fresh / floor` says how close the ledger's fresh path is to that;
  * - powertools: `makeIdempotent` with its Redis `CachePersistenceLayer` on the same Redis;
  * - powertools replay (informational, not in the JSON line): the same operations again;
  * - fresh: `withIdempotency`, every key new (claim, run, complete);
@@ -30,7 +34,7 @@
  * sensitive to other load on the machine than jobs/s: compare variants on it when `other` is high.
  *
  * Run: `npm run bench` (DATABASE_URL, REDIS_URL; BENCH_JOBS, BENCH_ROUNDS, and BENCH_ONLY, a
- * comma list of raw,naive,powertools,library, to narrow it for profiling; BENCH_CPU_PROFILE=dir
+ * comma list of raw,naive,floor,powertools,library, to narrow it for profiling; BENCH_CPU_PROFILE=dir
  * writes a V8 CPU profile of each drain, which `npx tsx bench/profile-summary.ts` summarises).
  * Progress goes to stderr; the tables and, as the last line of stdout, one JSON object with the
  * medians (ratios: the median of the per-round ratios) go to stdout.
@@ -48,6 +52,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { z } from 'zod';
 import { migrate } from '../src/db/migrate.js';
+import { MicroBatcher } from '../src/ledger/micro-batcher.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { defineOperation } from '../src/operation/define-operation.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
@@ -72,9 +77,9 @@ const PROFILE_DIR = process.env.BENCH_CPU_PROFILE;
 type JobData = { id: string; n: number };
 type Result = { ok: true; id: string };
 
-type UnitName = 'raw' | 'naive' | 'powertools' | 'library';
-type VariantName = 'raw' | 'naive' | 'powertools' | 'powertools_replay' | 'fresh' | 'replay';
-const VARIANTS: VariantName[] = ['raw', 'naive', 'powertools', 'powertools_replay', 'fresh', 'replay'];
+type UnitName = 'raw' | 'naive' | 'floor' | 'powertools' | 'library';
+type VariantName = 'raw' | 'naive' | 'floor' | 'powertools' | 'powertools_replay' | 'fresh' | 'replay';
+const VARIANTS: VariantName[] = ['raw', 'naive', 'floor', 'powertools', 'powertools_replay', 'fresh', 'replay'];
 
 /** One way of processing: how its jobs are enqueued and processed, and what it must do. */
 type Variant = {
@@ -357,6 +362,7 @@ async function checkLedger(ctx: Context, tag: string, count: number): Promise<vo
 const UNITS: Record<UnitName, VariantName[]> = {
   raw: ['raw'],
   naive: ['naive'],
+  floor: ['floor'],
   powertools: ['powertools', 'powertools_replay'],
   library: ['fresh', 'replay'],
 };
@@ -378,7 +384,13 @@ async function runUnit(
 /** The connected @redis/client client Powertools' CachePersistenceLayer requires. */
 const connectRedisClient = () => createClient({ url: REDIS_URL }).connect();
 
-function buildVariants(ledger: PostgresLedger, naivePool: pg.Pool, naiveTable: string, runId: string) {
+function buildVariants(
+  ledger: PostgresLedger,
+  naivePool: pg.Pool,
+  naiveTable: string,
+  floorTable: string,
+  runId: string,
+) {
   const plainEnqueue = async (queue: Queue, items: JobData[]) => {
     await queue.addBulk(items.map((data) => ({ name: 'bench', data, opts: JOB_OPTS })));
   };
@@ -440,6 +452,29 @@ function buildVariants(ledger: PostgresLedger, naivePool: pg.Pool, naiveTable: s
     idOf: plainId,
   });
 
+  // The least a Postgres-durable claim can cost: before the effect, the key inserted into a bare
+  // two-column table; after it, one boolean set; both coalesced into multi-row statements by the
+  // library's micro-batcher (so batched exactly as the ledger is), committed synchronously. No
+  // fingerprint, lease, epoch, replay or result: a floor for the fresh path, not a ledger.
+  const floorBatch = (name: string, text: string) =>
+    new MicroBatcher<{ key: string }, true>(
+      async (reqs) => {
+        const keys = reqs.map((r) => r.key).sort();
+        const res = await naivePool.query({ name, text, values: [keys] });
+        return new Map(res.rows.map((row: { key: string }) => [row.key, true as const]));
+      },
+      200,
+      4,
+    );
+  const floorClaim = floorBatch(
+    'bench_floor_claim',
+    `insert into ${floorTable} (key) select k from unnest($1::text[]) k order by k on conflict do nothing returning key`,
+  );
+  const floorDone = floorBatch(
+    'bench_floor_done',
+    `update ${floorTable} t set done = true from unnest($1::text[]) k where t.key = k returning t.key`,
+  );
+
   const variants: Record<VariantName, Variant> = {
     raw: {
       name: 'raw',
@@ -464,6 +499,21 @@ function buildVariants(ledger: PostgresLedger, naivePool: pg.Pool, naiveTable: s
         }
         const result = effect(data);
         await naivePool.query(sql.complete, [data.id, JSON.stringify(result)]);
+        return result;
+      },
+      idOf: plainId,
+    },
+    floor: {
+      name: 'floor',
+      unit: 'floor',
+      expect: 'all',
+      enqueue: plainEnqueue,
+      processor: (tag) => async (job: Job) => {
+        const data = job.data as JobData;
+        const key = `${tag}:${data.id}`;
+        if (!(await floorClaim.submit({ key }))) throw new Error(`floor: ${key} was claimed twice`);
+        const result = effect(data);
+        if (!(await floorDone.submit({ key }))) throw new Error(`floor: ${key} lost its row`);
         return result;
       },
       idOf: plainId,
@@ -504,6 +554,7 @@ function table(header: string[], rows: string[][]): void {
 const LABELS: Record<VariantName, string> = {
   raw: 'raw BullMQ',
   naive: 'naive ledger',
+  floor: 'write floor',
   powertools: 'Powertools (Redis)',
   powertools_replay: 'Powertools replay',
   fresh: 'withIdempotency fresh',
@@ -533,6 +584,7 @@ function report(results: Results): void {
   };
   for (const v of present) if (v !== 'raw') ratioRow(`${v} / raw`, v, 'raw');
   ratioRow('fresh / powertools', 'fresh', 'powertools');
+  ratioRow('fresh / floor', 'fresh', 'floor');
   ratioRow('replay / powertools_replay', 'replay', 'powertools_replay');
   console.log(
     `\nThroughput: ${JOBS} jobs per drain, concurrency ${CONCURRENCY} (ratio median = median of per-round ratios)`,
@@ -606,6 +658,8 @@ function summary(results: Results): Record<string, unknown> {
     fresh_vs_raw: ratio('fresh', 'raw'),
     replay_vs_raw: ratio('replay', 'raw'),
     fresh_vs_powertools: ratio('fresh', 'powertools'),
+    floor_per_s: perSec('floor'),
+    fresh_vs_floor: ratio('fresh', 'floor'),
     peak_rss_mb: peak,
   };
 }
@@ -613,8 +667,8 @@ function summary(results: Results): Record<string, unknown> {
 async function main(): Promise<void> {
   const runId = randomBytes(4).toString('hex');
   const schema = `bench_wrapper_${runId}`;
-  const only = (process.env.BENCH_ONLY ?? 'raw,naive,powertools,library').split(',').map((s) => s.trim());
-  const units = (['raw', 'naive', 'powertools', 'library'] as const).filter((u) => only.includes(u));
+  const only = (process.env.BENCH_ONLY ?? 'raw,naive,floor,powertools,library').split(',').map((s) => s.trim());
+  const units = (['raw', 'naive', 'floor', 'powertools', 'library'] as const).filter((u) => only.includes(u));
   if (units.length === 0) throw new Error(`BENCH_ONLY names no unit: ${process.env.BENCH_ONLY}`);
 
   // Every connection of this run carries the run's application_name (see postgresPids).
@@ -633,11 +687,13 @@ async function main(): Promise<void> {
     const naiveTable = `${schema}.naive_ledger`;
     await admin.query(`create table ${naiveTable} (key text primary key, status text not null, result jsonb,
       created_at timestamptz not null default now(), updated_at timestamptz not null default now())`);
+    const floorTable = `${schema}.floor_ledger`;
+    await admin.query(`create table ${floorTable} (key text primary key, done boolean not null default false)`);
     ledger = new PostgresLedger({ connectionString: databaseUrl, schema, poolSize: POOL_SIZE });
     naivePool = new pg.Pool({ connectionString: databaseUrl, max: POOL_SIZE });
     countStatements(ledger.pool);
     countStatements(naivePool);
-    const built = buildVariants(ledger, naivePool, naiveTable, runId);
+    const built = buildVariants(ledger, naivePool, naiveTable, floorTable, runId);
     closePowertools = built.closePowertools;
     await built.connectPowertools();
     const ctx: Context = { runId, schema, admin, redis, variants: built.variants };
