@@ -406,6 +406,26 @@ describe('database times', () => {
       expect(done.at.getTime()).toBe(((await row(key)).updated_at as Date).getTime());
     }
   });
+
+  it("a replay's and an in-progress answer's times are the row's, to the millisecond", async () => {
+    const done = newKey();
+    const c = await ledger.claim(claimOf(done));
+    if (c.kind !== 'acquired') throw new Error(c.kind);
+    await ledger.complete(done, c.epoch, { ok: true });
+    const replay = await ledger.claim(claimOf(done));
+    if (replay.kind !== 'completed') throw new Error(replay.kind);
+    const r = await row(done);
+    expect(replay.completedAt.getTime()).toBe((r.completed_at as Date).getTime());
+    expect(replay.expiresAt.getTime()).toBe((r.expires_at as Date).getTime());
+    expect(replay.result).toEqual({ ok: true });
+
+    const held = newKey();
+    await ledger.claim(claimOf(held));
+    const busy = await ledger.claim(claimOf(held));
+    if (busy.kind !== 'inProgress') throw new Error(busy.kind);
+    expect(busy.leaseExpiresAt.getTime()).toBe(((await row(held)).lease_expires_at as Date).getTime());
+    expect(busy.at.getTime()).toBeGreaterThanOrEqual(((await row(held)).claimed_at as Date).getTime());
+  });
 });
 
 describe('lease keeper', () => {
