@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { auditEventSchema } from '../src/audit/audit-event.js';
+import { auditEventSchema, eventIdFor } from '../src/audit/audit-event.js';
 import { checkAuditEvent, isAuditEvent, parseAuditEvent } from '../src/audit/check-event.js';
 
 const str = (max: number) =>
@@ -186,5 +186,14 @@ describe('the audit event fast check', () => {
     expect(refused.success).toBe(false);
     expect(refused.error?.issues[0]?.path).toEqual(['actorType']);
     expect(() => parseAuditEvent({ ...base, nope: 1 })).toThrow(/nope/);
+  });
+});
+
+describe('event ids', () => {
+  it('are stable: the ids already stored must be the ids a re-emit or a backfill computes', () => {
+    // Pinned values: each part followed by NUL, SHA-256, base64url, 32 characters.
+    expect(eventIdFor('acme:order%3A1:v1', 1, 'claimed', undefined)).toBe('rY_rFJB9rgYkxq-cjOuE2PRkxMjx4-Rl');
+    expect(eventIdFor('ünïcödé ☃', 1, 'completed')).toBe('hRagHkzUZ8qlOQ-zAWzQBOMj1DrXIAm4');
+    expect(eventIdFor('k', 1)).not.toBe(eventIdFor('k1'));
   });
 });

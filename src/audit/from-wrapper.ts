@@ -25,6 +25,8 @@ export const LEDGER_TRANSITIONS = new Set<WrapperEventType>([
 ]);
 
 const INTENT = new Set<WrapperEventType>(['claimed', 'takeover', 'decision']);
+/** Fields of a tool decision that become the event's own columns rather than details. */
+const DECISION_FIELDS = new Set(['action', 'resourceType', 'resourceId', 'actorType', 'actorId']);
 
 /** Sequence within an attempt, so events with the same database time sort in causal order. */
 function seqOf(e: WrapperEvent): number {
@@ -81,8 +83,14 @@ export function auditEventFromWrapper(e: WrapperEvent, actorId: string): AuditEv
   if (e.queue) event.queue = e.queue;
   if (after && e.epoch) event.afterStateRef = `ledger:${after}@${e.epoch}`;
   if (e.type === 'decision' && e.details) {
-    const { action: _a, resourceType: _t, resourceId: _i, actorType: _at, actorId: _ai, ...rest } = e.details;
-    if (Object.keys(rest).length > 0) event.details = rest;
+    // The decision's own fields are the event's columns; the rest are its details.
+    let rest: Record<string, unknown> | undefined;
+    for (const k of Object.keys(e.details)) {
+      if (DECISION_FIELDS.has(k)) continue;
+      rest ??= {};
+      rest[k] = e.details[k];
+    }
+    if (rest) event.details = rest;
   }
   return event;
 }
