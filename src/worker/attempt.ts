@@ -450,19 +450,23 @@ export class AttemptRunner<I, R, DB> {
   ): void {
     const sink = this.deps.audit;
     if (!sink) return;
-    sink.emit({
+    const event: WrapperEvent = {
       type,
       operation: this.op.name,
       decision,
-      ...(a.k ? { key: a.k } : {}),
-      ...(a.parentK ? { parentKey: a.parentK } : {}),
-      ...(a.job.id ? { jobId: a.job.id } : {}),
       queue: a.job.queueName,
-      ...(a.taskId ? { taskId: a.taskId } : {}),
-      ...a.facts,
+      attemptsMade: a.facts.attemptsMade,
+      attemptsStarted: a.facts.attemptsStarted,
+      stalledCounter: a.facts.stalledCounter,
       ...extra,
       // Database time of the transition when the ledger gave one; otherwise the time of emission.
       at: extra.at ?? new Date(),
-    });
+    };
+    // Assigned rather than spread: this runs for every transition of every job.
+    if (a.k) event.key = a.k;
+    if (a.parentK) event.parentKey = a.parentK;
+    if (a.job.id) event.jobId = a.job.id;
+    if (a.taskId) event.taskId = a.taskId;
+    sink.emit(event);
   }
 }
