@@ -306,6 +306,9 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
     if (waiting !== count)
       throw new Error(`${variant.name}: ${waiting} jobs waiting after the fill, expected ${count}`);
 
+    // Each drain starts with no dirty pages or WAL left by the one before it, so a checkpoint
+    // triggered by another variant's writes does not land in this one (needs superuser).
+    await ctx.admin.query('checkpoint').catch(() => {});
     const processor = variant.processor(tag);
     effects = 0;
     const statements0 = pgStatements;
