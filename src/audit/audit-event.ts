@@ -1,5 +1,5 @@
-import crypto, { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { sha256 } from '../fingerprint/sha256.js';
 
 /** What a redaction receipt says: which rules changed what, never the values. */
 export const redactionReceiptSchema = z
@@ -59,11 +59,5 @@ export function eventIdFor(...parts: (string | number | undefined)[]): string {
   // id, as hashing part by part, without a native call per part.
   let text = '';
   for (const p of parts) text += `${p ?? ''}\u0000`;
-  return sha256Base64url(text).slice(0, 32);
+  return sha256(text, 'base64url').slice(0, 32);
 }
-
-/** `crypto.hash` (Node 20.12+) hashes in one call without a Hash object; older Nodes take the long way. */
-const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'base64url') => string }).hash;
-const sha256Base64url = oneShot
-  ? (text: string) => oneShot('sha256', text, 'base64url')
-  : (text: string) => createHash('sha256').update(text).digest('base64url');

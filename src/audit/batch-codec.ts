@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import { deflateRaw, inflateRaw } from 'node:zlib';
+import { sha256 } from '../fingerprint/sha256.js';
 import type { AuditEvent } from './audit-event.js';
 
 export const AUDIT_JOB_NAME = 'audit-batch';
@@ -24,9 +24,7 @@ const MAX_INFLATED_BYTES = 64 * 1024 * 1024;
 
 /** Job options of an audit batch: the id is derived from the events, so a re-sent batch is absorbed. */
 export function auditJobOptions(events: readonly AuditEvent[]) {
-  const jobId = `audit_${createHash('sha256')
-    .update(events.map((e) => e.eventId).join(','))
-    .digest('base64url')}`;
+  const jobId = `audit_${sha256(events.map((e) => e.eventId).join(','), 'base64url')}`;
   return { jobId, removeOnComplete: true, removeOnFail: 1000, attempts: 5, backoff: 1000 } as const;
 }
 

@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { canonicalJson } from './canonical-json.js';
+import { sha256 } from './sha256.js';
 
 /**
  * SHA-256 (hex) of the RFC 8785 canonical JSON of the effect-bearing input, prefixed by the
@@ -10,5 +10,5 @@ import { canonicalJson } from './canonical-json.js';
  * fingerprint('payments.charge', { amount: 500, currency: 'EUR', customer: 'c_1' })
  */
 export function fingerprint(operation: string, effect: unknown): string {
-  return createHash('sha256').update(operation).update('\n').update(canonicalJson(effect)).digest('hex');
+  return sha256(`${operation}\n${canonicalJson(effect)}`, 'hex');
 }

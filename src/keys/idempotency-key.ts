@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { InvalidIdempotencyKeyError } from '../errors/errors.js';
+import { sha256 } from '../fingerprint/sha256.js';
 
 /**
  * The identity of one intended operation. Made when the intent is accepted, before the first
@@ -80,7 +80,7 @@ const HASH_PREFIX_LENGTH = 200;
 export function boundedKey(key: IdempotencyKey): string {
   const canonical = canonicalKey(key);
   if (canonical.length <= MAX_BOUNDED_KEY_LENGTH) return canonical;
-  const digest = createHash('sha256').update(canonical).digest('base64url');
+  const digest = sha256(canonical, 'base64url');
   return `${canonical.slice(0, HASH_PREFIX_LENGTH)}#${digest}`;
 }
 

@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { JobsOptions, Queue } from 'bullmq';
 import { IdempotencyConfigError } from '../errors/errors.js';
+import { sha256 } from '../fingerprint/sha256.js';
 import { boundedKey, type IdempotencyKey } from '../keys/idempotency-key.js';
 import type { Operation } from '../operation/define-operation.js';
 import { ENVELOPE_FIELD, type JobEnvelope } from '../operation/envelope.js';
@@ -24,7 +24,7 @@ export type EnqueueResult = { jobId: string; key: IdempotencyKey; idempotencyKey
  * never all digits and free of `:`, so duplicate adds are absorbed while the job is kept.
  */
 export function jobIdFor(key: IdempotencyKey): string {
-  return `idem_${createHash('sha256').update(boundedKey(key)).digest('base64url')}`;
+  return `idem_${sha256(boundedKey(key), 'base64url')}`;
 }
 
 function prepare<I>(op: Operation, queue: Queue, input: I, options: EnqueueOptions = {}) {
