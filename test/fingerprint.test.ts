@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { SerializationError } from '../src/errors/errors.js';
 import { ERROR_CODES } from '../src/errors/idempotency-error.js';
 import { canonicalJson } from '../src/fingerprint/canonical-json.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
+import { sha256 } from '../src/fingerprint/sha256.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
@@ -421,5 +423,15 @@ describe('fingerprint: properties', () => {
         expect(canonicalJson(value)).not.toContain('\n');
       }),
     );
+  });
+});
+
+describe('sha256', () => {
+  it('gives the digest of the UTF-8 bytes, as createHash does, in hex and base64url', () => {
+    for (const text of ['', 'abc', 'ünïcödé ☃ \u{1F600}', 'x'.repeat(10_000), 'a\u0000b']) {
+      expect(sha256(text, 'hex')).toBe(createHash('sha256').update(text, 'utf8').digest('hex'));
+      expect(sha256(text, 'base64url')).toBe(createHash('sha256').update(text, 'utf8').digest('base64url'));
+    }
+    expect(sha256('abc', 'hex')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad'); // FIPS 180-2
   });
 });
