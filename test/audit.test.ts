@@ -29,6 +29,9 @@ afterAll(async () => {
 });
 
 const passThrough = (e: AuditEvent) => e;
+/** An emitter on `queue` that keeps events as they are (these tests check the pipeline, not redaction). */
+const emitterFor = (queue: Queue, maxBatch: number) =>
+  new AuditEmitter({ queue, pool: ledger.pool, schema: t.schema, redact: passThrough, maxBatch });
 
 function event(over: Partial<AuditEvent> = {}): AuditEvent {
   return {
@@ -53,7 +56,7 @@ async function count(where = "task_id = 'task-pipeline'"): Promise<number> {
 describe('audit pipeline', () => {
   it('emitter → audit queue → writer → Postgres, in batches, never twice, invalid events dead-lettered', async () => {
     const queue = b.queue('audit');
-    const emitter = new AuditEmitter({ queue, pool: ledger.pool, schema: t.schema, redact: passThrough, maxBatch: 50 });
+    const emitter = emitterFor(queue, 50);
     const writer = b.auditWriter('audit', ledger.pool);
     const events = Array.from({ length: 120 }, (_, i) => event({ seq: i }));
     for (const e of events) emitter.record(e);
@@ -81,13 +84,7 @@ describe('audit pipeline', () => {
 
   it('batches travel deflated; the writer also reads plain batches and dead-letters unreadable ones without stopping', async () => {
     const queue = b.queue('audit-codec');
-    const emitter = new AuditEmitter({
-      queue,
-      pool: ledger.pool,
-      schema: t.schema,
-      redact: passThrough,
-      maxBatch: 200,
-    });
+    const emitter = emitterFor(queue, 200);
     const events = Array.from({ length: 200 }, (_, i) => event({ taskId: 'task-codec', seq: i }));
     for (const e of events) emitter.record(e);
     await emitter.flush();
@@ -119,6 +116,33 @@ describe('audit pipeline', () => {
     await queue.close();
   });
 
+  it('an event Postgres cannot store is dead-lettered alone; the rest of its batch lands', async () => {
+    const queue = b.queue('audit-refused');
+    const emitter = emitterFor(queue, 100);
+    const good = Array.from({ length: 40 }, (_, i) => event({ taskId: 'task-refused', seq: i }));
+    // Both pass the schema, and neither can be stored: text cannot hold NUL, jsonb no lone surrogate.
+    const nul = event({ taskId: 'task-refused', seq: 100, actorId: 'worker\u0000one' });
+    const surrogate = event({ taskId: 'task-refused', seq: 101, details: { note: 'cut \ud83d mid-emoji' } });
+    for (const e of [...good.slice(0, 20), nul, ...good.slice(20), surrogate]) emitter.record(e);
+    await emitter.flush();
+    const writer = b.auditWriter('audit-refused', ledger.pool);
+    const refused = () =>
+      t.query(
+        `select event, reason from ${t.schema}.audit_dead_letter where reason like 'postgres refused it%' order by event->>'seq'`,
+      );
+    await waitFor(async () => (await refused()).rows.length === 2, 'the two refused events, dead-lettered');
+    expect(await count("task_id = 'task-refused'")).toBe(40);
+    const dl = await refused();
+    expect(dl.rows.map((r) => r.event.seq)).toEqual([100, 101]);
+    expect(dl.rows[0]?.event.actorId).toBe('worker\uFFFDone');
+    expect(dl.rows[1]?.event.details.note).toBe('cut \uFFFD mid-emoji');
+    await waitFor(async () => (await queue.getJobCounts('wait', 'active')).wait === 0, 'queue drained');
+    expect(await queue.getJobCounts('failed')).toEqual({ failed: 0 });
+    await emitter.close();
+    await writer.close();
+    await queue.close();
+  });
+
   it('when Redis refuses a batch it goes to the Postgres outbox: nothing lost', async () => {
     const dead = new Redis({
       port: 1,
@@ -130,7 +154,7 @@ describe('audit pipeline', () => {
     dead.on('error', () => {});
     const queue = new Queue('audit-dead', { connection: dead });
     queue.on('error', () => {});
-    const emitter = new AuditEmitter({ queue, pool: ledger.pool, schema: t.schema, redact: passThrough, maxBatch: 10 });
+    const emitter = emitterFor(queue, 10);
     for (let i = 0; i < 25; i++) emitter.record(event({ taskId: 'task-outbox', seq: i }));
     await emitter.close();
     expect(emitter.metrics).toMatchObject({ emitted: 25, outboxed: 25, dropped: 0 });

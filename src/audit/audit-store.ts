@@ -73,7 +73,7 @@ export class AuditStore {
    */
   async writeBatch(raw: unknown[], json?: string): Promise<WriteBatchResult> {
     const valid: AuditEvent[] = [];
-    const invalid: { event: unknown; reason: string }[] = [];
+    const invalid: DeadLetter[] = [];
     let asIs = json !== undefined;
     for (const e of raw) {
       if (isAuditEvent(e)) {
@@ -91,28 +91,54 @@ export class AuditStore {
     }
     let inserted = 0;
     if (valid.length > 0) {
-      const res = await this.pool.query({
-        name: `bqi_audit_insert_${this.table}`,
-        text: this.insertSql,
-        values: [asIs ? json : JSON.stringify(valid)],
-      });
-      inserted = res.rowCount ?? 0;
+      try {
+        inserted = await this.insert(asIs ? (json as string) : JSON.stringify(valid));
+      } catch (err) {
+        if (!isDataError(err)) throw err; // Postgres unreachable and the like: BullMQ retries the batch
+        // An event Postgres cannot store (a NUL character, a lone surrogate in a JSON string...)
+        // must not sink the batch: halve it until the refused events stand alone.
+        inserted = await this.insertSplitting(valid, invalid);
+      }
     }
     if (invalid.length > 0) {
       await this.pool.query(
         `insert into ${this.deadLetter} (event, reason) select x.event, x.reason from jsonb_to_recordset($1::jsonb) as x(event jsonb, reason text)`,
         [
           JSON.stringify(
-            // An event that failed validation may not have been through the emitter's redaction.
+            // An event that failed validation may not have been through the emitter's redaction;
+            // and what Postgres refused once must be made storable before it is stored.
             invalid.map((i) => ({
-              event: redact(safeJson(i.event), this.policy).value,
-              reason: i.reason.slice(0, 2000),
+              event: storable(redact(safeJson(i.event), this.policy).value),
+              reason: storable(i.reason.slice(0, 2000)),
             })),
           ),
         ],
       );
     }
-    return { inserted, duplicates: valid.length - inserted, deadLettered: invalid.length };
+    return { inserted, duplicates: valid.length - inserted - refused(invalid), deadLettered: invalid.length };
+  }
+
+  private async insert(json: string): Promise<number> {
+    const res = await this.pool.query({ name: `bqi_audit_insert_${this.table}`, text: this.insertSql, values: [json] });
+    return res.rowCount ?? 0;
+  }
+
+  /** Inserts what Postgres accepts, halving on each refusal; a single refused event is dead-lettered. */
+  private async insertSplitting(events: AuditEvent[], invalid: DeadLetter[]): Promise<number> {
+    try {
+      return await this.insert(JSON.stringify(events));
+    } catch (err) {
+      if (!isDataError(err)) throw err;
+      if (events.length === 1) {
+        invalid.push({ event: events[0], reason: `postgres refused it: ${(err as Error).message}`, refused: true });
+        return 0;
+      }
+      const half = Math.ceil(events.length / 2);
+      return (
+        (await this.insertSplitting(events.slice(0, half), invalid)) +
+        (await this.insertSplitting(events.slice(half), invalid))
+      );
+    }
   }
 
   /**
@@ -152,6 +178,32 @@ export class AuditStore {
       return e as AuditEvent;
     });
   }
+}
+
+/** An event for the dead-letter table; `refused`: it was valid, but Postgres would not store it. */
+type DeadLetter = { event: unknown; reason: string; refused?: boolean };
+
+const refused = (invalid: DeadLetter[]) => invalid.filter((i) => i.refused).length;
+
+/** Postgres refused the data itself (SQLSTATE class 22, or 23 other than a unique violation). */
+function isDataError(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && (code.startsWith('22') || (code.startsWith('23') && code !== '23505'));
+}
+
+/**
+ * A value Postgres can store as text and jsonb: lone surrogates become U+FFFD (`toWellFormed`)
+ * and so does NUL, which neither type can hold. Keys too.
+ */
+function storable<T>(value: T): T {
+  if (typeof value === 'string') return value.toWellFormed().replaceAll('\u0000', '\uFFFD') as T;
+  if (Array.isArray(value)) return value.map(storable) as T;
+  if (typeof value === 'object' && value !== null) {
+    const out: Record<string, unknown> = Object.create(null); // a key may be `__proto__`
+    for (const [k, v] of Object.entries(value)) out[storable(k)] = storable(v);
+    return out as T;
+  }
+  return value;
 }
 
 function safeJson(v: unknown): unknown {
