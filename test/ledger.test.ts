@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../src/errors/idempotency-error.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
-import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { MAX_ERROR_MESSAGE_LENGTH, type PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import type { ClaimOptions } from '../src/ledger/types.js';
 import { LeaseKeeper, LeaseLostError } from '../src/worker/lease-keeper.js';
 import { TestContext, waitFor } from './helpers/context.js';
@@ -425,6 +425,48 @@ describe('database times', () => {
     if (busy.kind !== 'inProgress') throw new Error(busy.kind);
     expect(busy.leaseExpiresAt.getTime()).toBe(((await row(held)).lease_expires_at as Date).getTime());
     expect(busy.at.getTime()).toBeGreaterThanOrEqual(((await row(held)).claimed_at as Date).getTime());
+  });
+});
+
+describe('text Postgres cannot store', () => {
+  it('a result with a NUL character is refused alone; the completions batched with it land', async () => {
+    const keys = Array.from({ length: 6 }, () => newKey());
+    const claims = await Promise.all(keys.map((k) => ledger.claim(claimOf(k))));
+    const epochs = claims.map((c) => (c.kind === 'acquired' ? c.epoch : Number.NaN));
+    // Completed in one turn of the event loop, so they would share one statement.
+    const done = await Promise.allSettled(
+      keys.map((k, i) => ledger.complete(k, epochs[i] as number, i === 2 ? { note: 'a\u0000b' } : { i })),
+    );
+    expect(done.map((d) => d.status)).toEqual([
+      'fulfilled',
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+      'fulfilled',
+      'fulfilled',
+    ]);
+    expect((done[2] as PromiseRejectedResult).reason).toMatchObject({ code: ERROR_CODES.serialization });
+    for (const [i, k] of keys.entries()) expect((await row(k)).status).toBe(i === 2 ? 'locked' : 'completed');
+    // A literal backslash followed by "u0000" is ordinary text.
+    const c = await ledger.claim(claimOf(newKey()));
+    if (c.kind !== 'acquired') throw new Error(c.kind);
+    await expect(ledger.complete(c.key, c.epoch, { note: '\\u0000' })).resolves.toMatchObject({
+      result: { note: '\\u0000' },
+    });
+  });
+
+  it('NUL and lone surrogates in free text (job id, error message cut mid-emoji) are stored as U+FFFD', async () => {
+    const key = newKey();
+    const c = await ledger.claim(claimOf(key, { jobId: 'job\u0000one', queue: 'q\ud800' }));
+    if (c.kind !== 'acquired') throw new Error(c.kind);
+    // 1999 characters and an emoji: the 2000-character cut leaves half of it.
+    const message = `${'x'.repeat(MAX_ERROR_MESSAGE_LENGTH - 1)}\u{1F600}`;
+    await ledger.fail(key, c.epoch, { code: 'E\u0000', message }, 'terminal');
+    const r = await row(key);
+    expect(r.job_id).toBe('job\uFFFDone');
+    expect(r.queue).toBe('q\uFFFD');
+    expect(r.error.code).toBe('E\uFFFD');
+    expect(r.error.message).toBe(`${'x'.repeat(MAX_ERROR_MESSAGE_LENGTH - 1)}\uFFFD`);
   });
 });
 

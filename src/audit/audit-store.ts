@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
+import { storable } from '../db/storable.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { redact } from '../redaction/redact.js';
 import { type AuditEvent, auditEventSchema } from './audit-event.js';
@@ -189,21 +190,6 @@ const refused = (invalid: DeadLetter[]) => invalid.filter((i) => i.refused).leng
 function isDataError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' && (code.startsWith('22') || (code.startsWith('23') && code !== '23505'));
-}
-
-/**
- * A value Postgres can store as text and jsonb: lone surrogates become U+FFFD (`toWellFormed`)
- * and so does NUL, which neither type can hold. Keys too.
- */
-function storable<T>(value: T): T {
-  if (typeof value === 'string') return value.toWellFormed().replaceAll('\u0000', '\uFFFD') as T;
-  if (Array.isArray(value)) return value.map(storable) as T;
-  if (typeof value === 'object' && value !== null) {
-    const out: Record<string, unknown> = Object.create(null); // a key may be `__proto__`
-    for (const [k, v] of Object.entries(value)) out[storable(k)] = storable(v);
-    return out as T;
-  }
-  return value;
 }
 
 function safeJson(v: unknown): unknown {

@@ -1,12 +1,14 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA, kyselyFor, openPool, type PostgresOptions } from '../db/connection.js';
+import { storableText } from '../db/storable.js';
 import {
   IdempotencyConfigError,
   IdempotencyInProgressError,
   IllegalTransitionError,
   InvalidInputError,
   PayloadTooLargeError,
+  SerializationError,
   StaleEpochError,
 } from '../errors/errors.js';
 import { canonicalJson } from '../fingerprint/canonical-json.js';
@@ -126,16 +128,16 @@ export class PostgresLedger {
         key.namespace,
         key.resourceKey,
         key.version,
-        options.operation,
+        storableText(options.operation),
         options.fingerprint,
         options.leaseMs,
         options.retentionMs,
         options.downstream,
-        options.owner ?? null,
-        options.jobId ?? null,
-        options.queue ?? null,
-        options.taskId ?? null,
-        options.stepId ?? null,
+        textColumn(options.owner),
+        textColumn(options.jobId),
+        textColumn(options.queue),
+        textColumn(options.taskId),
+        textColumn(options.stepId),
       ],
     };
     this.metrics.claims++;
@@ -365,6 +367,13 @@ export class PostgresLedger {
 
   private encodeResult(result: unknown): string {
     const text = canonicalJson(result);
+    if (text.includes('\\u0000') && JSON_NUL.test(text)) {
+      // Refused here, for this result alone: in the batched completion it would fail every row.
+      throw new SerializationError({
+        path: '$',
+        reason: 'a string contains a NUL character, which Postgres cannot store',
+      });
+    }
     const bytes = Buffer.byteLength(text);
     if (bytes > this.maxResultBytes) {
       throw new PayloadTooLargeError({ what: 'result', bytes, limit: this.maxResultBytes });
@@ -446,10 +455,19 @@ function checkPositiveMs(option: string, value: number): void {
 }
 
 function boundError(error: RecordedError): RecordedError {
-  const code = typeof error.code === 'string' && error.code.length > 0 ? error.code.slice(0, 100) : 'UNKNOWN';
-  const message = String(error.message ?? '').slice(0, MAX_ERROR_MESSAGE_LENGTH);
-  return error.name ? { code, message, name: String(error.name).slice(0, 100) } : { code, message };
+  // Cut, then made storable: a cut may split a surrogate pair.
+  const code = storableText(
+    typeof error.code === 'string' && error.code.length > 0 ? error.code.slice(0, 100) : 'UNKNOWN',
+  );
+  const message = storableText(String(error.message ?? '').slice(0, MAX_ERROR_MESSAGE_LENGTH));
+  return error.name ? { code, message, name: storableText(String(error.name).slice(0, 100)) } : { code, message };
 }
+
+/** An optional free-text column of a claim (operation, owner, job id, queue, task, step). */
+const textColumn = (v: string | undefined): string | null => (v === undefined ? null : storableText(v));
+
+/** A NUL character escaped in JSON text, not preceded by an escaped backslash. */
+const JSON_NUL = /(?:^|[^\\])(?:\\\\)*\\u0000/;
 
 function toOutcome(row: Row, fp: string): ClaimOutcome {
   const key = row.key as string;
