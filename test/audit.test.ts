@@ -155,11 +155,17 @@ describe('audit pipeline', () => {
     const queue = new Queue('audit-dead', { connection: dead });
     queue.on('error', () => {});
     const emitter = emitterFor(queue, 10);
-    for (let i = 0; i < 25; i++) emitter.record(event({ taskId: 'task-outbox', seq: i }));
+    // One event with a NUL character: jsonb cannot hold it, and it must not lose its batch.
+    for (let i = 0; i < 25; i++)
+      emitter.record(event({ taskId: 'task-outbox', seq: i, ...(i === 3 ? { actorId: 'a\u0000b' } : {}) }));
     await emitter.close();
     expect(emitter.metrics).toMatchObject({ emitted: 25, outboxed: 25, dropped: 0 });
     const rows = await t.query(`select jsonb_array_length(events)::int as n, reason from ${t.schema}.audit_outbox`);
     expect(rows.rows.reduce((n, r) => n + r.n, 0)).toBe(25);
+    const kept = await t.query(
+      `select e->>'actorId' as actor from ${t.schema}.audit_outbox, jsonb_array_elements(events) e where e->>'seq' = '3'`,
+    );
+    expect(kept.rows[0]?.actor).toBe('a\uFFFDb');
     expect(rows.rows[0]?.reason).toMatch(/enqueue failed/);
     await queue.close().catch(() => {});
     dead.disconnect();

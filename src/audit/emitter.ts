@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
+import { storable, storableText } from '../db/storable.js';
 import type { AuditSink, Logger, WrapperEvent } from '../worker/types.js';
 import type { AuditEvent } from './audit-event.js';
 import { auditBatchJob } from './batch-codec.js';
@@ -136,9 +137,11 @@ export class AuditEmitter implements AuditSink {
 
   private async toOutbox(events: AuditEvent[], reason: string): Promise<void> {
     try {
+      // One NUL or lone surrogate in one event would lose the whole batch here: the outbox is the
+      // last place these events can go, so they are made storable first.
       await this.opts.pool.query(`insert into ${this.outboxTable} (events, reason) values ($1::jsonb, $2)`, [
-        JSON.stringify(events),
-        reason.slice(0, 500),
+        JSON.stringify(storable(events)),
+        storableText(reason.slice(0, 500)),
       ]);
       this.metrics.outboxed += events.length;
     } catch (err) {
