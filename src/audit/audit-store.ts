@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
-import { storable } from '../db/storable.js';
+import { storable, storableText } from '../db/storable.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { redact } from '../redaction/redact.js';
 import { type AuditEvent, auditEventSchema } from './audit-event.js';
@@ -157,8 +157,8 @@ export class AuditStore {
       payloadChars: typeof d.payload === 'string' ? d.payload.length : null,
     };
     await this.pool.query(`insert into ${this.deadLetter} (event, reason) values ($1::jsonb, $2)`, [
-      JSON.stringify(redact(shape, this.policy).value),
-      reason.slice(0, 2000),
+      JSON.stringify(storable(redact(shape, this.policy).value)),
+      storableText(reason.slice(0, 2000)),
     ]);
   }
 
