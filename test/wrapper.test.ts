@@ -86,6 +86,23 @@ function names() {
   return `q${qn}`;
 }
 
+/** A new queue and a worker running `charge` against the shared downstream, wrapped for `o`. */
+function chargeWorker(o: ReturnType<typeof op>, options: Parameters<typeof withIdempotency>[2] = { ledger }) {
+  const name = names();
+  return {
+    name,
+    q: b.queue(name),
+    w: b.worker(
+      name,
+      withIdempotency(
+        o,
+        charge(() => ds.url),
+        options,
+      ),
+    ),
+  };
+}
+
 describe('withIdempotency', () => {
   it('declares three parameters so BullMQ passes its AbortSignal', () => {
     const p = withIdempotency(
@@ -164,18 +181,9 @@ describe('withIdempotency', () => {
   });
 
   it('lost response after commit: the retry reuses the key and recovers the original result (idempotent)', async () => {
-    const name = names();
-    const q = b.queue(name);
     const events: WrapperEvent[] = [];
     const o = op('idempotent');
-    const w = b.worker(
-      name,
-      withIdempotency(
-        o,
-        charge(() => ds.url),
-        { ledger, audit: { emit: (e) => events.push(e) } },
-      ),
-    );
+    const { q, w } = chargeWorker(o, { ledger, audit: { emit: (e) => events.push(e) } });
     ds.failNext('commit-then-drop');
     const { jobId } = await o.enqueue(
       q,
@@ -194,17 +202,8 @@ describe('withIdempotency', () => {
   });
 
   it('lost response with downstream none: the record becomes unknown and nothing is retried', async () => {
-    const name = names();
-    const q = b.queue(name);
     const o = op('none');
-    const w = b.worker(
-      name,
-      withIdempotency(
-        o,
-        charge(() => ds.url),
-        { ledger },
-      ),
-    );
+    const { q, w } = chargeWorker(o);
     ds.failNext('commit-then-drop');
     const { jobId, key } = await o.enqueue(
       q,
@@ -226,17 +225,8 @@ describe('withIdempotency', () => {
   });
 
   it('same key with changed input fails before execution: zero commits for it', async () => {
-    const name = names();
-    const q = b.queue(name);
     const o = op();
-    const w = b.worker(
-      name,
-      withIdempotency(
-        o,
-        charge(() => ds.url),
-        { ledger },
-      ),
-    );
+    const { q, w } = chargeWorker(o);
     const first = await q.add('charge', { order: 'o-chg', amount: 10 });
     expect((await settled(q, first.id as string)).state).toBe('completed');
     const changed = await q.add('charge', { order: 'o-chg', amount: 99 });
@@ -251,17 +241,8 @@ describe('withIdempotency', () => {
   });
 
   it('operator re-run of a completed job replays the recorded result; duplicate adds are absorbed', async () => {
-    const name = names();
-    const q = b.queue(name);
     const o = op();
-    const w = b.worker(
-      name,
-      withIdempotency(
-        o,
-        charge(() => ds.url),
-        { ledger },
-      ),
-    );
+    const { q, w } = chargeWorker(o);
     const a = await o.enqueue(q, { order: 'o-rr', amount: 1 });
     const dup = await o.enqueue(q, { order: 'o-rr', amount: 1 });
     expect(dup.jobId).toBe(a.jobId);
@@ -276,17 +257,8 @@ describe('withIdempotency', () => {
   });
 
   it('retention boundary: inside it a new job replays; past it the operation runs again', async () => {
-    const name = names();
-    const q = b.queue(name);
     const o = op();
-    const w = b.worker(
-      name,
-      withIdempotency(
-        o,
-        charge(() => ds.url),
-        { ledger },
-      ),
-    );
+    const { name, q, w } = chargeWorker(o);
     const opts = { jobOptions: { removeOnComplete: true } };
     const a = await o.enqueue(q, { order: 'o-ret', amount: 3 }, opts);
     await waitFor(async () => (await ledger.get(a.key))?.status === 'completed', 'completion');

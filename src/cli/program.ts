@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { defaultActor, MAX_ACTOR_LENGTH } from './actor.js';
+import type { BackfillCommandOptions } from './commands/backfill.js';
+import type { ResolveCommandOptions } from './commands/ledger.js';
 import type { CliContext, Output } from './context.js';
 
 // Command modules are imported when their command runs: `--help` and usage errors never load
@@ -172,22 +174,10 @@ Examples:
   $ bullmq-idempotency resolve KEY --committed --result '{"assetId":"a1"}' --reason 'found in the provider dashboard'
   $ bullmq-idempotency resolve KEY --not-committed --reason 'the provider has no record of it'`,
     )
-    .action(
-      async (
-        key: string,
-        opts: {
-          committed?: boolean;
-          notCommitted?: boolean;
-          result?: { value: unknown };
-          reason: string;
-          actor: string;
-          json?: boolean;
-        },
-      ) => {
-        const { resolveCommand } = await import('./commands/ledger.js');
-        await withContext((ctx) => resolveCommand(ctx, key, opts));
-      },
-    );
+    .action(async (key: string, opts: ResolveCommandOptions) => {
+      const { resolveCommand } = await import('./commands/ledger.js');
+      await withContext((ctx) => resolveCommand(ctx, key, opts));
+    });
 
   program
     .command('timeline')
@@ -210,20 +200,10 @@ Examples:
     .option('--page-size <n>', 'ledger rows per page (--inline)', parsePositiveIntArg)
     .option('--max-rows-per-second <n>', 'rate limit (--inline)', parsePositiveIntArg)
     .option('--json', 'machine-readable result')
-    .action(
-      async (opts: {
-        since?: Date;
-        name: string;
-        wait?: boolean;
-        inline?: boolean;
-        pageSize?: number;
-        maxRowsPerSecond?: number;
-        json?: boolean;
-      }) => {
-        const { backfillCommand } = await import('./commands/backfill.js');
-        await withContext((ctx) => backfillCommand(ctx, opts));
-      },
-    );
+    .action(async (opts: BackfillCommandOptions) => {
+      const { backfillCommand } = await import('./commands/backfill.js');
+      await withContext((ctx) => backfillCommand(ctx, opts));
+    });
 
   program
     .command('sweep')

@@ -121,18 +121,16 @@ export async function invalidateCommand(
   }
 }
 
-export async function resolveCommand(
-  ctx: CliContext,
-  keyArg: string,
-  opts: {
-    committed?: boolean;
-    notCommitted?: boolean;
-    result?: { value: unknown };
-    reason: string;
-    actor: string;
-    json?: boolean;
-  },
-): Promise<void> {
+export type ResolveCommandOptions = {
+  committed?: boolean;
+  notCommitted?: boolean;
+  result?: { value: unknown };
+  reason: string;
+  actor: string;
+  json?: boolean;
+};
+
+export async function resolveCommand(ctx: CliContext, keyArg: string, opts: ResolveCommandOptions): Promise<void> {
   if (!opts.committed && !opts.notCommitted) {
     throw new CliError(EXIT.usage, 'say what happened: --committed --result <json>, or --not-committed');
   }
