@@ -3,6 +3,7 @@ import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { storable, storableText } from '../db/storable.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { redact } from '../redaction/redact.js';
+import { redactString } from '../redaction/redact-string.js';
 import { type AuditEvent, auditEventSchema } from './audit-event.js';
 import { isAuditEvent } from './check-event.js';
 
@@ -131,7 +132,12 @@ export class AuditStore {
     } catch (err) {
       if (!isDataError(err)) throw err;
       if (events.length === 1) {
-        invalid.push({ event: events[0], reason: `postgres refused it: ${(err as Error).message}`, refused: true });
+        // Postgres quotes the offending value in some messages (`invalid input syntax…: "…"`).
+        invalid.push({
+          event: events[0],
+          reason: `postgres refused it: ${redactString((err as Error).message, this.policy)}`,
+          refused: true,
+        });
         return 0;
       }
       const half = Math.ceil(events.length / 2);
