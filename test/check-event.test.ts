@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { auditEventSchema, eventIdFor } from '../src/audit/audit-event.js';
-import { checkAuditEvent, isAuditEvent, parseAuditEvent } from '../src/audit/check-event.js';
+import { isAuditEvent, parseAuditEvent } from '../src/audit/check-event.js';
 
 const str = (max: number) =>
   fc.oneof(
@@ -157,7 +157,15 @@ describe('the audit event fast check', () => {
         // The fast check measures lengths in UTF-16 units, zod in code points: a string of
         // astral characters between the two limits goes to zod, which accepts it.
         if (zod && !fast) deferred++;
-        expect(checkAuditEvent(event).success).toBe(zod);
+        const parses = (() => {
+          try {
+            parseAuditEvent(event);
+            return true;
+          } catch {
+            return false;
+          }
+        })();
+        expect(parses).toBe(zod);
         if (!zod) refused++;
       }),
       { numRuns: 5000 },
@@ -181,10 +189,8 @@ describe('the audit event fast check', () => {
     class Event {}
     const instance = Object.assign(new Event(), base);
     expect(isAuditEvent(instance)).toBe(false);
-    expect(checkAuditEvent(instance).success).toBe(auditEventSchema.safeParse(instance).success);
-    const refused = checkAuditEvent({ ...base, actorType: 'robot' });
-    expect(refused.success).toBe(false);
-    expect(refused.error?.issues[0]?.path).toEqual(['actorType']);
+    expect(parseAuditEvent(instance)).toEqual(auditEventSchema.parse(instance));
+    expect(() => parseAuditEvent({ ...base, actorType: 'robot' })).toThrow(/actorType/);
     expect(() => parseAuditEvent({ ...base, nope: 1 })).toThrow(/nope/);
   });
 });
