@@ -23,7 +23,7 @@ import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { decodeAuditBatch } from '../src/audit/batch-codec.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
-import { defineOperation, migrate, PostgresLedger, withIdempotency } from '../src/index.js';
+import { defineKeyring, defineOperation, migrate, PostgresLedger, withIdempotency } from '../src/index.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
 import { cpuSnapshot, cpuSplit } from './proc-cpu.js';
 
@@ -246,7 +246,11 @@ async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolea
           ctx.audit({ action: 'tool.search', decision: 'allow', details: { query: `q${input.q}`, results: 3 } });
           return { ok: true };
         },
-        { ledger, ...(emitter ? { audit: emitter } : {}) },
+        {
+          ledger,
+          keyring: defineKeyring({ keys: [{ id: 'bench', secret: randomBytes(32) }] }),
+          ...(emitter ? { audit: emitter } : {}),
+        },
       ),
       { connection, prefix, concurrency: 50 },
     );

@@ -55,8 +55,11 @@ import { migrate } from '../src/db/migrate.js';
 import { MicroBatcher } from '../src/ledger/micro-batcher.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { defineOperation } from '../src/operation/define-operation.js';
+import { defineKeyring } from '../src/sealing/keyring.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { type CpuSplit, cpuSnapshot, cpuSplit } from './proc-cpu.js';
+
+const BENCH_KEYRING = defineKeyring({ keys: [{ id: 'bench', secret: randomBytes(32) }] });
 
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -422,7 +425,11 @@ function buildVariants(
         items.map((input) => ({ input, options: { jobOptions: JOB_OPTS } })),
       );
     },
-    processor: () => withIdempotency(operation, async (input) => effect(input), { ledger }) as unknown as Processor,
+    processor: () =>
+      withIdempotency(operation, async (input) => effect(input), {
+        ledger,
+        keyring: BENCH_KEYRING,
+      }) as unknown as Processor,
     idOf: (job) => (job.data as { input?: JobData }).input?.id,
   });
 

@@ -1,12 +1,13 @@
 /**
  * The demo's doomed worker: a separate process that takes a charge job, gets the downstream to
  * commit, says so on stdout, and then hangs until the demo kills it with SIGKILL — before it can
- * record the completion. Argument: JSON { databaseUrl, redisUrl, schema, prefix, queue, downstreamUrl }.
+ * record the completion. Argument: JSON { databaseUrl, redisUrl, schema, prefix, queue, downstreamUrl };
+ * the keyring comes in `BQI_KEYRING`, never on the command line.
  */
 import { Worker } from 'bullmq';
 import { PostgresLedger, withIdempotency } from '../src/index.js';
 import { postEffect } from '../src/testing/downstream-stub.js';
-import { chargeOperation, DEMO_WORKER_TIMING } from './demo-operation.js';
+import { chargeOperation, DEMO_WORKER_TIMING, demoKeyring } from './demo-operation.js';
 
 const cfg = JSON.parse(process.argv[2] as string) as {
   databaseUrl: string;
@@ -26,7 +27,7 @@ const worker = new Worker(
       process.stdout.write('committed\n');
       return new Promise<never>(() => {}); // hang: the demo kills this process now
     },
-    { ledger, worker: DEMO_WORKER_TIMING },
+    { ledger, keyring: demoKeyring(), worker: DEMO_WORKER_TIMING },
   ),
   { connection: { url: cfg.redisUrl }, prefix: cfg.prefix, ...DEMO_WORKER_TIMING },
 );

@@ -8,9 +8,10 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { isDeepStrictEqual } from 'node:util';
 import { type Job, Queue, Worker } from 'bullmq';
 import pg from 'pg';
-import { migrate, PostgresLedger, RetryableError, withIdempotency } from '../src/index.js';
+import { migrate, PostgresLedger, parseKeyringSpec, RetryableError, unseal, withIdempotency } from '../src/index.js';
 import { postEffect, startDownstream } from '../src/testing/downstream-stub.js';
 import { chargeOperation, DEMO_WORKER_TIMING } from './demo-operation.js';
 import { services } from './services.js';
@@ -25,6 +26,9 @@ const connection = { url: svc.redisUrl, maxRetriesPerRequest: null };
 await migrate({ connectionString: svc.databaseUrl, schema });
 const ledger = new PostgresLedger({ connectionString: svc.databaseUrl, schema });
 const ds = await startDownstream();
+// What the ledger and BullMQ keep is sealed with this key; a real deployment configures its own.
+const keyringSpec = process.env.BQI_KEYRING ?? `demo:base64:${randomBytes(32).toString('base64')}`;
+const keyring = parseKeyringSpec(keyringSpec);
 const closers: (() => Promise<unknown>)[] = [];
 const rows: Row[] = [];
 let qn = 0;
@@ -70,10 +74,16 @@ async function ledgerState(key: Parameters<PostgresLedger['get']>[0]): Promise<s
 function outcome(jobs: Finished[]): string {
   const by = new Map<string, number>();
   for (const { job: j, state } of jobs) {
-    const k = state === 'failed' ? `failed: ${j.failedReason.split(':')[0]}` : `ok ${JSON.stringify(j.returnvalue)}`;
+    const k = state === 'failed' ? `failed: ${j.failedReason.split(':')[0]}` : `ok ${shown(j.returnvalue)}`;
     by.set(k, (by.get(k) ?? 0) + 1);
   }
   return [...by].map(([k, n]) => (n > 1 ? `${n}× ${k}` : k)).join('; ');
+}
+
+/** A sealed result as BullMQ shows it: the public fields, and the sealed part by its size. */
+function shown(view: unknown): string {
+  const { $sealed, ...clear } = view as { $sealed?: string };
+  return JSON.stringify({ ...clear, ...($sealed ? { $sealed: `<${$sealed.length} chars>` } : {}) });
 }
 
 async function scenario(name: string, run: () => Promise<Omit<Row, 'scenario'>>): Promise<void> {
@@ -98,7 +108,7 @@ try {
       const j = await q.add('charge', { order: 'A-100', amount: 1200, note });
       jobs.push({ ...jobs[0], jobId: j.id as string } as (typeof jobs)[0]);
     }
-    worker(q, withIdempotency(idem, charge(), { ledger, worker: DEMO_WORKER_TIMING }));
+    worker(q, withIdempotency(idem, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }));
     const done = await Promise.all([...new Set(jobs.map((j) => j.jobId))].map((jid) => finished(q, jid)));
     return {
       intents: 1,
@@ -110,7 +120,7 @@ try {
 
   await scenario('lost response, downstream honours the key', async () => {
     const q = queue();
-    worker(q, withIdempotency(idem, charge(), { ledger, worker: DEMO_WORKER_TIMING }));
+    worker(q, withIdempotency(idem, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }));
     ds.failNext('commit-then-drop'); // commits, then the connection drops before the reply
     const { jobId, key } = await idem.enqueue(
       q,
@@ -128,7 +138,7 @@ try {
 
   await scenario('lost response, downstream has no idempotent API', async () => {
     const q = queue();
-    worker(q, withIdempotency(none, charge(), { ledger, worker: DEMO_WORKER_TIMING }));
+    worker(q, withIdempotency(none, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }));
     ds.failNext('commit-then-drop');
     const { jobId, key } = await none.enqueue(
       q,
@@ -146,7 +156,7 @@ try {
 
   await scenario('same key, changed amount', async () => {
     const q = queue();
-    worker(q, withIdempotency(idem, charge(), { ledger, worker: DEMO_WORKER_TIMING }));
+    worker(q, withIdempotency(idem, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }));
     const first = await q.add('charge', { order: 'D-400', amount: 700 });
     const changed = await q.add('charge', { order: 'D-400', amount: 70_000 });
     const done = [await finished(q, first.id as string), await finished(q, changed.id as string)];
@@ -171,7 +181,7 @@ try {
           downstreamUrl: ds.url,
         }),
       ],
-      { stdio: ['pipe', 'pipe', 'inherit'] },
+      { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, BQI_KEYRING: keyringSpec } },
     );
     const committed = new Promise<void>((resolve, reject) => {
       createInterface({ input: child.stdout! }).on('line', (l) => l === 'committed' && resolve());
@@ -180,7 +190,7 @@ try {
     const { jobId, key } = await idem.enqueue(q, { order: 'E-500', amount: 3100 });
     await committed;
     child.kill('SIGKILL'); // dies holding the lease, before recording the completion
-    worker(q, withIdempotency(idem, charge(), { ledger, worker: DEMO_WORKER_TIMING }));
+    worker(q, withIdempotency(idem, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }));
     const job = await finished(q, jobId);
     return {
       intents: 1,
@@ -192,7 +202,8 @@ try {
 
   await scenario('50 jobs for 1 intent across 3 workers', async () => {
     const q = queue();
-    for (let i = 0; i < 3; i++) worker(q, withIdempotency(idem, charge(), { ledger, worker: DEMO_WORKER_TIMING }), 10);
+    for (let i = 0; i < 3; i++)
+      worker(q, withIdempotency(idem, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }), 10);
     const added = await q.addBulk(
       Array.from({ length: 50 }, (_, i) => ({
         name: 'charge',
@@ -202,6 +213,47 @@ try {
     const done = await Promise.all(added.map((j) => finished(q, j.id as string)));
     const key = idem.keyFor(idem.parseInput({ order: 'F-600', amount: 5 }));
     return { intents: 1, commits: 0, ledger: await ledgerState(key), outcome: outcome(done) };
+  });
+
+  await scenario('sealed result, replayed exactly', async () => {
+    const q = queue();
+    const token = `rcpt_${randomBytes(12).toString('hex')}`;
+    let returned: unknown;
+    worker(
+      q,
+      withIdempotency(
+        idem,
+        async (input, ctx) => {
+          const res = await postEffect<{ id: string }>(ds.url, input, ctx.idempotencyKey, ctx.signal);
+          returned = { chargeId: res.body.id, receiptToken: token };
+          return returned as { chargeId: string; receiptToken: string };
+        },
+        { ledger, keyring, worker: DEMO_WORKER_TIMING },
+      ),
+    );
+    const { jobId, key } = await idem.enqueue(q, { order: 'G-700', amount: 2500 });
+    const first = await finished(q, jobId);
+    const again = await q.add('charge', { order: 'G-700', amount: 2500, note: 'replay' });
+    const replay = await finished(q, again.id as string);
+    const exact = [first, replay].every((f) => isDeepStrictEqual(unseal(f.job.returnvalue, keyring), returned));
+    const { Redis } = await import('ioredis');
+    const redis = new Redis(svc.redisUrl);
+    let inRedis = 0;
+    for (const k of await redis.keys(`${prefix}*`)) {
+      const type = await redis.type(k);
+      const dump =
+        type === 'hash' ? JSON.stringify(await redis.hgetall(k)) : type === 'string' ? await redis.get(k) : '';
+      if (dump?.includes(token)) inRedis++;
+    }
+    await redis.quit();
+    const row = await ledger.get(key);
+    const inPostgres = JSON.stringify(row).includes(token) ? 1 : 0;
+    return {
+      intents: 1,
+      commits: 0,
+      ledger: await ledgerState(key),
+      outcome: `${outcome([first, replay])}; unsealed = returned: ${exact}; token in Redis keys: ${inRedis}, in the ledger: ${inPostgres}`,
+    };
   });
 } finally {
   for (const close of closers) await close().catch(() => {});

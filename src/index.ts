@@ -34,6 +34,7 @@ export {
   MissingIdempotencyKeyError,
   PayloadTooLargeError,
   RecordedFailureError,
+  SealError,
   SerializationError,
   StaleEpochError,
   UnknownOutcomeError,
@@ -44,9 +45,10 @@ export {
   type IdempotencyErrorCode,
   isIdempotencyError,
 } from './errors/idempotency-error.js';
-export { RetryableError, TerminalError } from './errors/processor-errors.js';
+export { type ProcessorErrorOptions, RetryableError, TerminalError } from './errors/processor-errors.js';
 export { canonicalJson } from './fingerprint/canonical-json.js';
 export { fingerprint } from './fingerprint/fingerprint.js';
+export { keyedFingerprint } from './fingerprint/keyed-fingerprint.js';
 export {
   boundedKey,
   canonicalKey,
@@ -97,6 +99,19 @@ export {
   redactError,
   redactString,
 } from './redaction/index.js';
+export {
+  defineKeyring,
+  isSealed,
+  Keyring,
+  type KeyringKey,
+  type KeyringOptions,
+  loadKeyring,
+  parseKeyringSpec,
+  type Sealed,
+  type SealPurpose,
+} from './sealing/keyring.js';
+export { openRecordedError, type SealedErrorText } from './sealing/sealed-error.js';
+export { isSealedResult, SEALED_FIELD, type SealedResult, unseal } from './sealing/sealed-result.js';
 export type {
   ClaimOptions,
   ClaimOutcome,

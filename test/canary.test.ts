@@ -12,6 +12,7 @@ import { pinoRedactionOptions } from '../src/redaction/pino.js';
 import { CANARIES, canaryPayload, findCanaries } from './fixtures/canaries.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
+import { testKeyring } from './helpers/keyring.js';
 
 const t = new TestContext('canary');
 const b = bull(t);
@@ -83,7 +84,7 @@ describe('redaction end to end', () => {
     const q = b.queue('charges');
     const w = b.worker(
       'charges',
-      withIdempotency(op, processor, { ledger, audit: emitter, logger, redaction: policy }),
+      withIdempotency(op, processor, { ledger, keyring: testKeyring, audit: emitter, logger }),
     );
     // Jobs that carry canaries in their input are removed when they finish (the input is the
     // application's own data); jobs whose input is clean are kept, so their failure records stay.

@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { StaleEpochError } from '../src/errors/errors.js';
 import type { IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { unseal } from '../src/sealing/sealed-result.js';
 import { type Downstream, type Effect, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
 import { LeaseLostError } from '../src/worker/lease-keeper.js';
 import type { ProcessorContext, WrapperEvent } from '../src/worker/types.js';
@@ -19,6 +20,7 @@ import {
   spawnCrashWorker,
   txProcessor,
 } from './helpers/crash-worker.js';
+import { testKeyring, withOpenedResult } from './helpers/keyring.js';
 
 const t = new TestContext('crash');
 const b = bull(t);
@@ -154,6 +156,7 @@ function takeoverWorker(
     queue,
     withIdempotency(crashOperation(downstream), processor, {
       ledger,
+      keyring: testKeyring,
       audit: { emit: (e) => events.push(e) },
       worker: { lockDuration, stalledInterval },
     }),
@@ -172,7 +175,7 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     const { jobId, key, idempotencyKey } = await o.enqueue(q, { order: 'o-commit', amount: 100 });
     const effect = await within(gate.reached, 10_000, 'the downstream commit');
     expect(ds.commits).toBe(1);
-    expect(await ledger.get(key)).toMatchObject({ status: 'locked', epoch: 1 });
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({ status: 'locked', epoch: 1 });
     await first.kill(); // the commit happened, its response is still pending
     gate.release();
     expect(first.child.signalCode).toBe('SIGKILL');
@@ -180,11 +183,11 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     const { w, events } = takeoverWorker(name, chargeProcessor(ds.url), 'idempotent');
     const r = await settled(q, jobId, 15_000);
     expect(r.state).toBe('completed');
-    expect(r.returnvalue).toEqual({ effectId: effect.id });
+    expect(unseal(r.returnvalue, testKeyring)).toEqual({ effectId: effect.id });
     expect(ds.commits).toBe(1);
     expect(ds.requests).toBe(2); // the takeover's call was answered from the downstream's key store
     expect(ds.commitsFor(idempotencyKey)).toBe(1); // both calls carried the operation key
-    expect(await ledger.get(key)).toMatchObject({
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({
       status: 'completed',
       epoch: 2,
       result: { effectId: effect.id },
@@ -208,7 +211,7 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     const gate = ds.holdNext();
     const { jobId, key } = await o.enqueue(q, { order: 'o-none', amount: 100 });
     await within(gate.reached, 10_000, 'the downstream commit');
-    expect(await ledger.get(key)).toMatchObject({ status: 'locked', epoch: 1, downstream: 'none' });
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({ status: 'locked', epoch: 1, downstream: 'none' });
     await first.kill();
     gate.release();
 
@@ -219,7 +222,7 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     expect(r.job.attemptsMade).toBe(1); // unrecoverable: not retried
     expect(ds.commits).toBe(1);
     expect(ds.requests).toBe(1); // the takeover never called
-    expect(await ledger.get(key)).toMatchObject({
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({
       status: 'unknown',
       epoch: 2,
       lastTransition: 'takeover_unknown',
@@ -239,7 +242,7 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     const { jobId, key, idempotencyKey } = await o.enqueue(q, { order: 'o-before', amount: 7 });
     const started = await first.waitFor('processing');
     expect(started).toMatchObject({ jobId, epoch: 1, takeover: false });
-    expect(await ledger.get(key)).toMatchObject({ status: 'locked', epoch: 1 });
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({ status: 'locked', epoch: 1 });
     expect(ds.requests).toBe(0);
     await first.kill();
 
@@ -248,9 +251,13 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     expect(r.state).toBe('completed');
     expect(ds.commits).toBe(1);
     expect(ds.requests).toBe(1);
-    expect(r.returnvalue).toEqual({ effectId: ds.effects[0]?.id });
+    expect(unseal(r.returnvalue, testKeyring)).toEqual({ effectId: ds.effects[0]?.id });
     expect(ds.effects[0]?.idempotencyKey).toBe(idempotencyKey);
-    expect(await ledger.get(key)).toMatchObject({ status: 'completed', epoch: 2, result: r.returnvalue });
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({
+      status: 'completed',
+      epoch: 2,
+      result: unseal(r.returnvalue, testKeyring),
+    });
     expect(decisive(events).map((e) => [e.type, e.epoch])).toEqual([
       ['takeover', 2],
       ['completed', 2],
@@ -268,7 +275,7 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     const recorded = await first.waitFor('completed-recorded');
     expect(recorded.epoch).toBe(1);
     const row = await ledger.get(key);
-    expect(row).toMatchObject({ status: 'completed', epoch: 1, result: { effectId: 'eff_1' } });
+    expect(withOpenedResult(row)).toMatchObject({ status: 'completed', epoch: 1, result: { effectId: 'eff_1' } });
     expect(await q.getJobState(jobId)).toBe('active'); // BullMQ was never told
     expect(ds.commits).toBe(1);
     await first.kill();
@@ -276,10 +283,10 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     const { w, events } = takeoverWorker(name, chargeProcessor(ds.url), 'idempotent');
     const r = await settled(q, jobId, 15_000);
     expect(r.state).toBe('completed');
-    expect(r.returnvalue).toEqual({ effectId: 'eff_1' });
+    expect(unseal(r.returnvalue, testKeyring)).toEqual({ effectId: 'eff_1' });
     expect(ds.commits).toBe(1);
     expect(ds.requests).toBe(1); // the replay never called downstream
-    expect(await ledger.get(key)).toMatchObject({
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({
       status: 'completed',
       epoch: 1,
       result: { effectId: 'eff_1' },
@@ -331,7 +338,7 @@ describe('6. BullMQ lock lost while the first worker still runs', () => {
         await aRelease.promise;
         return { effectId: res.body.id, epoch: ctx.epoch };
       },
-      { ledger, audit: { emit: (e) => eventsA.push(e) }, worker: timing },
+      { ledger, keyring: testKeyring, audit: { emit: (e) => eventsA.push(e) }, worker: timing },
     );
     const wA = worker(
       name,
@@ -359,7 +366,7 @@ describe('6. BullMQ lock lost while the first worker still runs', () => {
             );
             return { effectId: res.body.id, epoch: ctx.epoch };
           },
-          { ledger, audit: { emit: (e) => eventsB.push(e) }, worker: timing },
+          { ledger, keyring: testKeyring, audit: { emit: (e) => eventsB.push(e) }, worker: timing },
         ),
         { ...timing, concurrency: 1 },
       );
@@ -406,15 +413,15 @@ describe('6. BullMQ lock lost while the first worker still runs', () => {
       wB = s.startB();
       await loseLockAfterHeartbeat(key, `${t.prefix}:${name}:${jobId}:lock`);
       await waitFor(() => s.eventsB.some((e) => e.type === 'in_progress'), 'the second worker to find it in progress');
-      expect(await ledger.get(key)).toMatchObject({ status: 'locked', epoch: 1 });
+      expect(withOpenedResult(await ledger.get(key))).toMatchObject({ status: 'locked', epoch: 1 });
       // The first attempt now finishes; it still holds epoch 1, so its completion stands.
       s.releaseA();
       const r = await settled(q, jobId, 15_000);
       expect(r.state).toBe('completed');
-      expect(r.returnvalue).toEqual({ effectId: a.effectId, epoch: 1 });
+      expect(unseal(r.returnvalue, testKeyring)).toEqual({ effectId: a.effectId, epoch: 1 });
       expect(ds.commits).toBe(1);
       expect(ds.requests).toBe(1);
-      expect(await ledger.get(key)).toMatchObject({
+      expect(withOpenedResult(await ledger.get(key))).toMatchObject({
         status: 'completed',
         epoch: 1,
         result: { effectId: a.effectId, epoch: 1 },
@@ -466,7 +473,7 @@ describe('6. BullMQ lock lost while the first worker still runs', () => {
       // It stops renewing: its lease lapses and the second worker takes over with epoch 2.
       const r = await settled(q, jobId, 15_000);
       expect(r.state).toBe('completed');
-      expect(r.returnvalue).toEqual({ effectId: a.effectId, epoch: 2 });
+      expect(unseal(r.returnvalue, testKeyring)).toEqual({ effectId: a.effectId, epoch: 2 });
       // Now the first attempt returns late: fenced.
       s.releaseA();
       const outcome = await within(s.aOutcome() ?? Promise.reject(new Error('no attempt A')), 10_000, 'attempt A');
@@ -479,7 +486,7 @@ describe('6. BullMQ lock lost while the first worker still runs', () => {
       expect(s.eventsB.map((e) => e.type).filter((x) => x !== 'in_progress')).toEqual(['takeover', 'completed']);
       expect(s.eventsB.filter((e) => e.type === 'in_progress').every((e) => e.attemptsMade === 0)).toBe(true);
       expect(s.eventsB.find((e) => e.type === 'takeover')?.epoch).toBe(2);
-      expect(await ledger.get(key)).toMatchObject({
+      expect(withOpenedResult(await ledger.get(key))).toMatchObject({
         status: 'completed',
         epoch: 2,
         result: { effectId: a.effectId, epoch: 2 },
@@ -488,7 +495,7 @@ describe('6. BullMQ lock lost while the first worker still runs', () => {
       expect(ds.requests).toBe(2);
       const after = await settled(q, jobId);
       expect(after.state).toBe('completed');
-      expect(after.returnvalue).toEqual({ effectId: a.effectId, epoch: 2 });
+      expect(unseal(after.returnvalue, testKeyring)).toEqual({ effectId: a.effectId, epoch: 2 });
       expect(after.job.attemptsMade).toBe(1);
     } finally {
       s.releaseA();
@@ -512,17 +519,25 @@ describe('7. resume after a process restart in the middle of a three-step job', 
     const effA = await within(gateA.reached, 10_000, 'step a’s commit');
     gateA.release();
     const effB = await within(gateB.reached, 10_000, 'step b’s commit');
-    expect(await ledger.get(stepKey(key, 'a'))).toMatchObject({ status: 'completed', epoch: 1, result: effA.id });
-    expect(await ledger.get(stepKey(key, 'b'))).toMatchObject({ status: 'locked', epoch: 1, stepId: 'b' });
+    expect(withOpenedResult(await ledger.get(stepKey(key, 'a')))).toMatchObject({
+      status: 'completed',
+      epoch: 1,
+      result: effA.id,
+    });
+    expect(withOpenedResult(await ledger.get(stepKey(key, 'b')))).toMatchObject({
+      status: 'locked',
+      epoch: 1,
+      stepId: 'b',
+    });
     expect(await ledger.get(stepKey(key, 'c'))).toBeNull();
-    expect(await ledger.get(key)).toMatchObject({ status: 'locked', epoch: 1 });
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({ status: 'locked', epoch: 1 });
     await first.kill(); // step b committed downstream, its response still pending
     gateB.release();
 
     const second = await child(name, { processor: 'steps' });
     const r = await settled(q, jobId, 15_000);
     expect(r.state).toBe('completed');
-    expect(r.returnvalue).toEqual({ a: effA.id, b: effB.id, c: 'eff_3' });
+    expect(unseal(r.returnvalue, testKeyring)).toEqual({ a: effA.id, b: effB.id, c: 'eff_3' });
     expect(ds.commits).toBe(3);
     for (const step of ['a', 'b', 'c']) expect(ds.commitsFor({ step })).toBe(1);
     expect(new Set(ds.effects.map((e: Effect) => e.idempotencyKey)).size).toBe(3);
@@ -537,10 +552,26 @@ describe('7. resume after a process restart in the middle of a three-step job', 
       ['completed', 'c', 1],
       ['completed', '-', 2],
     ]);
-    expect(await ledger.get(key)).toMatchObject({ status: 'completed', epoch: 2, result: r.returnvalue });
-    expect(await ledger.get(stepKey(key, 'a'))).toMatchObject({ status: 'completed', epoch: 1, result: effA.id });
-    expect(await ledger.get(stepKey(key, 'b'))).toMatchObject({ status: 'completed', epoch: 2, result: effB.id });
-    expect(await ledger.get(stepKey(key, 'c'))).toMatchObject({ status: 'completed', epoch: 1, result: 'eff_3' });
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({
+      status: 'completed',
+      epoch: 2,
+      result: unseal(r.returnvalue, testKeyring),
+    });
+    expect(withOpenedResult(await ledger.get(stepKey(key, 'a')))).toMatchObject({
+      status: 'completed',
+      epoch: 1,
+      result: effA.id,
+    });
+    expect(withOpenedResult(await ledger.get(stepKey(key, 'b')))).toMatchObject({
+      status: 'completed',
+      epoch: 2,
+      result: effB.id,
+    });
+    expect(withOpenedResult(await ledger.get(stepKey(key, 'c')))).toMatchObject({
+      status: 'completed',
+      epoch: 1,
+      result: 'eff_3',
+    });
     expect(await second.stop()).toEqual({ code: 0, signal: null });
     await q.close();
   });
@@ -556,16 +587,24 @@ describe('8. ctx.tx: an effect written in the ledger’s transaction is never do
     await first.waitFor('completed-recorded');
     const rows = await effectRows('o-tx');
     expect(rows).toHaveLength(1);
-    expect(await ledger.get(key)).toMatchObject({ status: 'completed', epoch: 1, result: { rowId: rows[0]?.id } });
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({
+      status: 'completed',
+      epoch: 1,
+      result: { rowId: rows[0]?.id },
+    });
     expect(await q.getJobState(jobId)).toBe('active');
     await first.kill();
 
     const { w, events } = takeoverWorker(name, txProcessor(effectsTable), 'none');
     const r = await settled(q, jobId, 15_000);
     expect(r.state).toBe('completed');
-    expect(r.returnvalue).toEqual({ rowId: rows[0]?.id });
+    expect(unseal(r.returnvalue, testKeyring)).toEqual({ rowId: rows[0]?.id });
     expect(await effectRows('o-tx')).toEqual(rows);
-    expect(await ledger.get(key)).toMatchObject({ status: 'completed', epoch: 1, result: { rowId: rows[0]?.id } });
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({
+      status: 'completed',
+      epoch: 1,
+      result: { rowId: rows[0]?.id },
+    });
     expect(decisive(events).map((e) => [e.type, e.epoch])).toEqual([['replayed', 1]]);
     expect(ds.commits).toBe(0); // the effect is the row, nothing went downstream
     await w.close();
@@ -582,7 +621,7 @@ describe('8. ctx.tx: an effect written in the ledger’s transaction is never do
     const { jobId, key } = await o.enqueue(q, { order: 'o-in-tx', amount: 9 });
     await first.waitFor('in-tx');
     expect(await effectRows('o-in-tx')).toEqual([]); // inserted, not committed
-    expect(await ledger.get(key)).toMatchObject({ status: 'locked', epoch: 1 });
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({ status: 'locked', epoch: 1 });
     await first.kill();
 
     const { w, events } = takeoverWorker(name, txProcessor(effectsTable), 'idempotent');
@@ -591,8 +630,12 @@ describe('8. ctx.tx: an effect written in the ledger’s transaction is never do
     const rows = await effectRows('o-in-tx');
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ ref: 'o-in-tx', amount: 9 });
-    expect(r.returnvalue).toEqual({ rowId: rows[0]?.id });
-    expect(await ledger.get(key)).toMatchObject({ status: 'completed', epoch: 2, result: { rowId: rows[0]?.id } });
+    expect(unseal(r.returnvalue, testKeyring)).toEqual({ rowId: rows[0]?.id });
+    expect(withOpenedResult(await ledger.get(key))).toMatchObject({
+      status: 'completed',
+      epoch: 2,
+      result: { rowId: rows[0]?.id },
+    });
     expect(decisive(events).map((e) => [e.type, e.epoch])).toEqual([
       ['takeover', 2],
       ['completed', 2],

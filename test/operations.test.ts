@@ -13,6 +13,7 @@ import { defineOperation, fingerprint, withIdempotency } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
+import { testKeyring } from './helpers/keyring.js';
 
 const t = new TestContext('operations');
 const b = bull(t);
@@ -56,7 +57,7 @@ describe('audit backfill', () => {
     const q = b.queue('mail');
     const w = b.worker(
       'mail',
-      withIdempotency(op, async (i) => ({ sent: i.n }), { ledger, audit: emitter }),
+      withIdempotency(op, async (i) => ({ sent: i.n }), { ledger, keyring: testKeyring, audit: emitter }),
       { concurrency: 20 },
     );
     const jobs = await op.enqueueBulk(

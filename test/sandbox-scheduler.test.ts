@@ -3,10 +3,12 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import { boundedKey, defineOperation, withIdempotency } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { unseal } from '../src/sealing/sealed-result.js';
 import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
 import type { WrapperEvent } from '../src/worker/types.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
+import { testKeyring } from './helpers/keyring.js';
 
 const t = new TestContext('sandbox_scheduler');
 const b = bull(t);
@@ -47,8 +49,11 @@ describe('sandboxed processors', () => {
     ]);
     const results = await Promise.all(jobs.map((j) => settled(q, j.id as string, 30_000)));
     expect(results.map((r) => r.state)).toEqual(['completed', 'completed', 'completed']);
-    expect(results[0]?.returnvalue.effectId).toBe(results[1]?.returnvalue.effectId);
-    expect(results[0]?.returnvalue.pid).not.toBe(process.pid);
+    const [r0, r1] = results.map((r) => unseal<{ effectId: string; pid: number }>(r.returnvalue, testKeyring));
+    expect(r0?.effectId).toMatch(/^eff_/);
+    expect(r0?.effectId).toBe(r1?.effectId);
+    expect(r0?.pid).toEqual(expect.any(Number));
+    expect(r0?.pid).not.toBe(process.pid);
     expect(ds.commitsFor({ order: 'sb-1' })).toBe(1);
     expect(ds.commitsFor({ order: 'sb-2' })).toBe(1);
     const row = await ledger.get({ namespace: 'acme/payments.charge', resourceKey: 'order:sb-1', version: 'v1' });
@@ -84,17 +89,17 @@ describe('job scheduler occurrences', () => {
           );
           return { effectId: r.body.id, key: ctx.idempotencyKey };
         },
-        { ledger, audit: { emit: (e) => events.push(e) } },
+        { ledger, keyring: testKeyring, audit: { emit: (e) => events.push(e) } },
       ),
     );
     await q.upsertJobScheduler('daily-report', { every: 150 }, { name: 'send', data: { report: 'daily' } });
     await waitFor(async () => (await q.getCompletedCount()) >= 3, 'three occurrences', 15_000);
     await q.removeJobScheduler('daily-report');
     const done = await q.getCompleted();
-    const keys = done.map((j) => j.returnvalue.key as string);
+    const keys = done.map((j) => unseal<{ key: string }>(j.returnvalue, testKeyring).key as string);
     expect(new Set(keys).size).toBe(done.length);
     for (const j of done) {
-      expect(j.returnvalue.key).toBe(
+      expect(unseal<{ key: string }>(j.returnvalue, testKeyring).key).toBe(
         boundedKey({
           namespace: 'acme/reports.send',
           resourceKey: `scheduler:daily-report@${(j.id as string).split(':').pop()}`,
@@ -117,7 +122,7 @@ describe('job scheduler occurrences', () => {
     const rerun = await settled(q, first.id as string);
     expect(rerun.returnvalue).toEqual(recorded);
     expect(events.some((e) => e.type === 'replayed' && e.jobId === first.id)).toBe(true);
-    expect(ds.commitsFor({ key: recorded.key })).toBe(1);
+    expect(ds.commitsFor({ key: unseal<{ key: string }>(recorded, testKeyring).key })).toBe(1);
     await w.close();
     await q.close();
   });

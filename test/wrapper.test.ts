@@ -10,10 +10,12 @@ import {
   withIdempotency,
 } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { unseal } from '../src/sealing/sealed-result.js';
 import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
 import type { WrapperEvent } from '../src/worker/types.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
+import { testKeyring } from './helpers/keyring.js';
 
 const t = new TestContext('wrapper');
 const b = bull(t);
@@ -87,7 +89,10 @@ function names() {
 }
 
 /** A new queue and a worker running `charge` against the shared downstream, wrapped for `o`. */
-function chargeWorker(o: ReturnType<typeof op>, options: Parameters<typeof withIdempotency>[2] = { ledger }) {
+function chargeWorker(
+  o: ReturnType<typeof op>,
+  options: Parameters<typeof withIdempotency>[2] = { ledger, keyring: testKeyring },
+) {
   const name = names();
   return {
     name,
@@ -108,7 +113,7 @@ describe('withIdempotency', () => {
     const p = withIdempotency(
       op(),
       charge(() => ds.url),
-      { ledger },
+      { ledger, keyring: testKeyring },
     );
     expect(p.length).toBe(3);
   });
@@ -124,7 +129,7 @@ describe('withIdempotency', () => {
         withIdempotency(
           o,
           charge(() => slow.url),
-          { ledger },
+          { ledger, keyring: testKeyring },
         ),
         { concurrency: 2 },
       );
@@ -158,7 +163,7 @@ describe('withIdempotency', () => {
           withIdempotency(
             o,
             charge(() => plain.url),
-            { ledger },
+            { ledger, keyring: testKeyring },
           ),
           { concurrency: 10 },
         ),
@@ -183,7 +188,7 @@ describe('withIdempotency', () => {
   it('lost response after commit: the retry reuses the key and recovers the original result (idempotent)', async () => {
     const events: WrapperEvent[] = [];
     const o = op('idempotent');
-    const { q, w } = chargeWorker(o, { ledger, audit: { emit: (e) => events.push(e) } });
+    const { q, w } = chargeWorker(o, { ledger, keyring: testKeyring, audit: { emit: (e) => events.push(e) } });
     ds.failNext('commit-then-drop');
     const { jobId } = await o.enqueue(
       q,
@@ -193,7 +198,7 @@ describe('withIdempotency', () => {
     const r = await settled(q, jobId);
     expect(r.state).toBe('completed');
     expect(ds.commits).toBe(1);
-    expect(r.returnvalue).toEqual({ effectId: ds.effects[0]?.id });
+    expect(unseal(r.returnvalue, testKeyring)).toEqual({ effectId: ds.effects[0]?.id });
     expect(r.job.attemptsMade).toBe(2); // the lost response, then the success
     expect(events.map((e) => e.type)).toEqual(['claimed', 'released', 'claimed', 'completed']);
     expect(events.filter((e) => e.type === 'claimed').map((e) => e.epoch)).toEqual([1, 2]);
@@ -270,7 +275,7 @@ describe('withIdempotency', () => {
       withIdempotency(
         o,
         charge(() => ds.url),
-        { ledger: inside },
+        { ledger: inside, keyring: testKeyring },
       ),
     );
     const qi = b.queue(`${name}-inside`);
@@ -284,7 +289,7 @@ describe('withIdempotency', () => {
       withIdempotency(
         o,
         charge(() => ds.url),
-        { ledger: past },
+        { ledger: past, keyring: testKeyring },
       ),
     );
     const qp = b.queue(`${name}-past`);
@@ -312,7 +317,7 @@ describe('withIdempotency', () => {
           if (calls === 2) throw new RetryableError('rate limited before the call');
           return { effectId: 'x' };
         },
-        { ledger },
+        { ledger, keyring: testKeyring },
       ),
     );
     const d = await q.add('charge', { order: 'declined', amount: 1 }, { attempts: 3 });
@@ -334,7 +339,7 @@ describe('withIdempotency', () => {
 });
 
 describe('bad input', () => {
-  it('missing key, malformed data, schema failure and non-JSON results fail unrecoverably; the worker keeps serving', async () => {
+  it('missing key, malformed data, schema failure and results that cannot be sealed fail unrecoverably; the worker keeps serving', async () => {
     const name = names();
     const q = b.queue(name);
     const events: WrapperEvent[] = [];
@@ -355,28 +360,28 @@ describe('bad input', () => {
         noKey,
         async (input) => {
           calls++;
-          if (input.order === 'bigint') return { n: 10n } as unknown as { effectId: string };
+          if (input.order === 'fn') return { n: () => 1 } as unknown as { effectId: string };
           return { effectId: `ok-${input.order}` };
         },
-        { ledger, audit: { emit: (e) => events.push(e) } },
+        { ledger, keyring: testKeyring, audit: { emit: (e) => events.push(e) } },
       ),
     );
     const missing = await q.add('charge', { order: 'a', amount: 1 });
     const malformed = await q.add('charge', { __idempotency: { v: 2 }, input: {} });
     const invalid = await q.add('charge', { order: 'a', amount: -5 });
     const good = await noKey.enqueue(q, { order: 'good', amount: 1 }, { resourceKey: 'order:good' });
-    const bigint = await noKey.enqueue(q, { order: 'bigint', amount: 1 }, { resourceKey: 'order:bigint' });
+    const fn = await noKey.enqueue(q, { order: 'fn', amount: 1 }, { resourceKey: 'order:fn' });
     const rm = await settled(q, missing.id as string);
     expect(rm.failedReason).toMatch(/^IDEMPOTENCY_MISSING_KEY/);
     expect((await settled(q, malformed.id as string)).failedReason).toMatch(/^IDEMPOTENCY_INVALID_INPUT/);
     expect((await settled(q, invalid.id as string)).failedReason).toMatch(/^IDEMPOTENCY_INVALID_INPUT: .*amount/);
-    expect((await settled(q, good.jobId)).returnvalue).toEqual({ effectId: 'ok-good' });
-    const rb = await settled(q, bigint.jobId);
+    expect(unseal((await settled(q, good.jobId)).returnvalue, testKeyring)).toEqual({ effectId: 'ok-good' });
+    const rb = await settled(q, fn.jobId);
     expect(rb.failedReason).toMatch(/^IDEMPOTENCY_NOT_SERIALIZABLE/);
     expect(rb.job.attemptsMade).toBe(1);
     // The effect ran once and its result could not be recorded: never re-run unattended.
-    expect((await ledger.get(bigint.key))?.status).toBe('unknown');
-    expect(calls).toBe(2); // only 'good' and 'bigint' reached the processor
+    expect((await ledger.get(fn.key))?.status).toBe('unknown');
+    expect(calls).toBe(2); // only 'good' and 'fn' reached the processor
     expect(events.filter((e) => e.type === 'missing_key')).toHaveLength(1);
     expect(events.filter((e) => e.type === 'invalid_input')).toHaveLength(2);
     await w.close();
@@ -403,9 +408,9 @@ describe('bad input', () => {
         { jobOptions: { attempts: 5, backoff: { type: 'exponential', delay: 10_000 } } },
       ),
     ).rejects.toThrow(/retention 1m \(60000 ms\) is shorter than its longest retry path 3m 30s \(210000 ms\)/);
-    expect(() => withIdempotency(short, async () => 1, { ledger, worker: { lockDuration: 4_000 } })).toThrow(
-      /lease 5000 ms must be shorter than the worker's lockDuration 4000 ms/,
-    );
+    expect(() =>
+      withIdempotency(short, async () => 1, { ledger, keyring: testKeyring, worker: { lockDuration: 4_000 } }),
+    ).toThrow(/lease 5000 ms must be shorter than the worker's lockDuration 4000 ms/);
     await q.close();
   });
 });

@@ -1,3 +1,4 @@
+import { cleanPath, isCleanName } from './clean-name.js';
 import { ERROR_CODES, IdempotencyError } from './idempotency-error.js';
 
 /** The same key arrived with different effect-bearing input. Refused before any side effect. */
@@ -96,6 +97,11 @@ export class SerializationError extends IdempotencyError<{ path: string; reason:
   constructor(details: SerializationError['details']) {
     super(ERROR_CODES.serialization, `Value is not JSON-serialisable at ${details.path}: ${details.reason}`, details);
   }
+
+  /** The path's field names only where they are clean names: a key can be data. */
+  override get publicMessage(): string {
+    return `Value is not JSON-serialisable at ${cleanPath(this.details.path)}: ${this.details.reason}`;
+  }
 }
 
 /** A result or error exceeds the configured size bound. */
@@ -120,13 +126,42 @@ export class IllegalTransitionError extends IdempotencyError<{ key: string; from
   }
 }
 
+/** One validation issue: where, zod's issue code, and zod's message (which may quote data). */
+export type ValidationIssue = { path: string; message: string; code?: string };
+
 /** Job data or operation input failed validation. */
-export class InvalidInputError extends IdempotencyError<{ issues: { path: string; message: string }[] }> {
-  constructor(what: string, issues: { path: string; message: string }[]) {
+export class InvalidInputError extends IdempotencyError<{ what: string; issues: ValidationIssue[] }> {
+  constructor(what: string, issues: ValidationIssue[]) {
     super(
       ERROR_CODES.invalidInput,
       `Invalid ${what}: ${issues.map((i) => `${i.path || '(root)'}: ${i.message}`).join('; ')}`,
-      { issues },
+      { what, issues },
+    );
+  }
+
+  /** Paths and issue codes, never zod's text: a message can name an unexpected key or quote a value. */
+  override get publicMessage(): string {
+    const issues = this.details.issues.map(
+      (i) => `${cleanPath(i.path)} (${i.code && isCleanName(i.code) ? i.code : 'invalid'})`,
+    );
+    return `Invalid ${this.details.what}: ${issues.join('; ')}`;
+  }
+}
+
+/**
+ * A sealed value cannot be opened: `IDEMPOTENCY_SEAL_KEY_UNKNOWN` when the key it was sealed
+ * with is not in the keyring (removed after a rotation, or another deployment's), and
+ * `IDEMPOTENCY_SEAL_INVALID` when it is malformed or fails authentication (changed or cut).
+ * Never garbage: a value either opens exactly or throws this.
+ */
+export class SealError extends IdempotencyError<{ keyId: string | null; purpose: string }> {
+  constructor(code: typeof ERROR_CODES.sealKeyUnknown | typeof ERROR_CODES.sealInvalid, details: SealError['details']) {
+    super(
+      code,
+      code === ERROR_CODES.sealKeyUnknown
+        ? `Cannot open a sealed ${details.purpose}: key ${details.keyId} is not in the keyring`
+        : `Cannot open a sealed ${details.purpose}: it is malformed or was altered`,
+      details,
     );
   }
 }

@@ -15,6 +15,8 @@ export const ERROR_CODES = {
   illegalTransition: 'IDEMPOTENCY_ILLEGAL_TRANSITION',
   notFound: 'IDEMPOTENCY_KEY_NOT_FOUND',
   invalidInput: 'IDEMPOTENCY_INVALID_INPUT',
+  sealKeyUnknown: 'IDEMPOTENCY_SEAL_KEY_UNKNOWN',
+  sealInvalid: 'IDEMPOTENCY_SEAL_INVALID',
 } as const;
 
 export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
@@ -32,6 +34,15 @@ export class IdempotencyError<D extends object = Record<string, unknown>> extend
     this.name = new.target.name;
     this.code = code;
     this.details = details;
+  }
+
+  /**
+   * The message as it may be stored in clear (ledger, BullMQ's `failedReason`): the library builds
+   * it from codes, keys and numbers only. Errors whose message quotes application data (field
+   * names in zod issues, a value's path) override it with a form that leaves that data out.
+   */
+  get publicMessage(): string {
+    return this.message;
   }
 
   /** A JSON form for logs and the ledger's error column. */

@@ -1,13 +1,27 @@
 /**
  * Errors a processor throws to say what happened to its side effect. Anything else is
  * classified by the operation's `downstream` mode (see withIdempotency).
+ *
+ * The message of any error is sealed before it is stored (ledger, BullMQ's `failedReason` and
+ * `stacktrace`); `publicMessage` is the text an application chooses to show in clear instead of
+ * the `sealed message, N bytes` marker. Put no secret or personal data in it.
  */
+
+/** Options of {@link RetryableError} and {@link TerminalError}. */
+export type ProcessorErrorOptions = {
+  cause?: unknown;
+  /** Shown in clear in the ledger and in BullMQ's `failedReason`; the message itself is sealed. */
+  publicMessage?: string;
+};
 
 /** Nothing was committed and trying again may succeed: the key is released and BullMQ retries with it. */
 export class RetryableError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /** Text shown in clear instead of the sealed message, when the application gave one. */
+  readonly publicMessage: string | undefined;
+  constructor(message: string, options?: ProcessorErrorOptions) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'RetryableError';
+    this.publicMessage = options?.publicMessage;
   }
 }
 
@@ -18,9 +32,12 @@ export class RetryableError extends Error {
 export class TerminalError extends Error {
   /** Stable code recorded in the ledger and shown to later attempts. */
   readonly code: string;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  /** Text shown in clear instead of the sealed message, when the application gave one. */
+  readonly publicMessage: string | undefined;
+  constructor(code: string, message: string, options?: ProcessorErrorOptions) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'TerminalError';
     this.code = code;
+    this.publicMessage = options?.publicMessage;
   }
 }

@@ -460,7 +460,11 @@ function boundError(error: RecordedError): RecordedError {
     typeof error.code === 'string' && error.code.length > 0 ? error.code.slice(0, 100) : 'UNKNOWN',
   );
   const message = storableText(String(error.message ?? '').slice(0, MAX_ERROR_MESSAGE_LENGTH));
-  return error.name ? { code, message, name: storableText(String(error.name).slice(0, 100)) } : { code, message };
+  const out: RecordedError = { code, message };
+  if (error.name) out.name = storableText(String(error.name).slice(0, 100));
+  // Sealed text is base64url: storable as it is, and never cut (a cut seal cannot be opened).
+  if (typeof error.sealed === 'string') out.sealed = error.sealed;
+  return out;
 }
 
 /** An optional free-text column of a claim (operation, owner, job id, queue, task, step). */

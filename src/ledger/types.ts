@@ -18,8 +18,17 @@ export type LedgerStatus = 'locked' | 'completed' | 'failed' | 'unknown' | 'rele
  */
 export type Downstream = 'idempotent' | 'reconcile' | 'none';
 
-/** An error as recorded in the ledger: a stable code and a message (never a stack). */
-export type RecordedError = { code: string; message: string; name?: string };
+/**
+ * An error as recorded in the ledger: a stable code and class name (grammar-checked, else keyed
+ * refs), the public message or a `sealed message, N bytes` marker, and the whole text sealed.
+ */
+export type RecordedError = {
+  code: string;
+  message: string;
+  name?: string;
+  /** The full text (message, stack, causes), sealed with the keyring; see `openRecordedError`. */
+  sealed?: string;
+};
 
 /** A key as the ledger accepts it: the parts, or the bounded string form. */
 export type KeyLike = IdempotencyKey | string;

@@ -1,10 +1,11 @@
 import type { Queue } from 'bullmq';
 import type { z } from 'zod';
 import { IdempotencyConfigError, InvalidInputError, MissingIdempotencyKeyError } from '../errors/errors.js';
-import { fingerprint } from '../fingerprint/fingerprint.js';
+import { keyedFingerprint } from '../fingerprint/keyed-fingerprint.js';
 import { type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import type { Downstream } from '../ledger/types.js';
 import { type EnqueueOptions, type EnqueueResult, enqueue, enqueueBulk } from '../producer/enqueue.js';
+import type { Keyring } from '../sealing/keyring.js';
 import { type Duration, toMs } from './duration.js';
 import type { RetryWindowOptions } from './retry-window.js';
 
@@ -55,13 +56,31 @@ export type OperationDefinition<S extends z.ZodType, R = unknown> = {
   reconcile?: (ctx: ReconcileContext<z.output<S>>) => Promise<ReconcileOutcome>;
   /** zod schema of the result; checked before it is recorded. */
   result?: z.ZodType<R>;
+  /**
+   * Top-level fields of the result that BullMQ may keep in clear (`returnvalue`, flows' children
+   * values, dashboards). The whole result is always sealed in the ledger and in BullMQ; without
+   * this list BullMQ holds it only sealed (fail closed). Needs a `result` schema.
+   * @defaultValue `[]`
+   */
+  publicResult?: readonly (keyof R & string)[];
+  /**
+   * Top-level input fields that carry secrets or personal data: `enqueue` seals them with the
+   * keyring, so the job data in Redis holds them only sealed, and the wrapper opens them before
+   * the input is validated. Jobs added without the producer helper may carry them in clear.
+   * @defaultValue `[]`
+   */
+  sensitiveInput?: readonly string[];
   /** Extra parts of the retry window: a custom backoff's longest delay, an operator replay window. */
   retryWindow?: { customBackoffMax?: Duration; operatorReplay?: Duration };
 };
 
 /** A defined operation: validation, key and fingerprint, and the producer helpers. */
-export type Operation<S extends z.ZodType = z.ZodType, R = unknown> = {
+export type Operation<S extends z.ZodType = z.ZodType, R = unknown, P extends string = string> = {
   readonly name: string;
+  /** The result fields BullMQ keeps in clear (see `publicResult`); a type-only mark of them. */
+  readonly publicResult: readonly P[];
+  /** The input fields sealed in job data (see `sensitiveInput`). */
+  readonly sensitiveInput: readonly string[];
   readonly version: string;
   readonly downstream: Downstream;
   readonly leaseMs: number;
@@ -72,9 +91,9 @@ export type Operation<S extends z.ZodType = z.ZodType, R = unknown> = {
   parseInput(raw: unknown): z.output<S>;
   /** The key for this input: the explicit resource key, else `resourceKey(input)`; throws {@link MissingIdempotencyKeyError}. */
   keyFor(input: z.output<S>, resourceKey?: string): IdempotencyKey;
-  /** Fingerprint of the effect-bearing fields. */
-  fingerprintOf(input: z.output<S>): string;
-  /** Checks a result against the result schema and returns what will be recorded. */
+  /** Keyed fingerprint of the effect-bearing fields, with the keyring's current key or `keyId`. */
+  fingerprintOf(input: z.output<S>, keyring: Keyring, keyId?: string): string;
+  /** Checks a result against the result schema; returns the value itself (never the parsed copy). */
   parseResult(value: unknown): R;
   /** Enqueues one job with its key made now, before the first attempt. */
   enqueue(queue: Queue, input: z.input<S>, options?: EnqueueOptions): Promise<EnqueueResult>;
@@ -83,7 +102,9 @@ export type Operation<S extends z.ZodType = z.ZodType, R = unknown> = {
 };
 
 /** Declares a side-effecting operation. Validates the declaration at once. */
-export function defineOperation<S extends z.ZodType, R = unknown>(def: OperationDefinition<S, R>): Operation<S, R> {
+export function defineOperation<S extends z.ZodType, R = unknown, const P extends readonly (keyof R & string)[] = []>(
+  def: OperationDefinition<S, R> & { publicResult?: P },
+): Operation<S, R, P[number]> {
   if (!def.name || typeof def.name !== 'string') {
     throw new IdempotencyConfigError('Operation name is required', { option: 'name' });
   }
@@ -109,8 +130,24 @@ export function defineOperation<S extends z.ZodType, R = unknown>(def: Operation
   // Validate the version once, through the key schema, so a bad version fails at definition.
   parseIdempotencyKey({ namespace: 'n', resourceKey: 'r', version: def.version });
 
-  const op: Operation<S, R> = {
+  const publicResult = [...(def.publicResult ?? [])] as P[number][];
+  if (publicResult.length > 0 && !def.result) {
+    throw new IdempotencyConfigError(`Operation ${def.name}: publicResult needs a result schema`, {
+      option: 'publicResult',
+    });
+  }
+  const sensitiveInput = [...(def.sensitiveInput ?? [])];
+  for (const f of [...publicResult, ...sensitiveInput]) {
+    if (typeof f !== 'string' || f.length === 0 || f === '__proto__') {
+      throw new IdempotencyConfigError(`Operation ${def.name}: field names must be non-empty strings`, {
+        option: 'publicResult',
+      });
+    }
+  }
+  const op: Operation<S, R, P[number]> = {
     name: def.name,
+    publicResult: Object.freeze(publicResult),
+    sensitiveInput: Object.freeze(sensitiveInput),
     version: def.version,
     downstream: def.downstream,
     leaseMs,
@@ -128,21 +165,22 @@ export function defineOperation<S extends z.ZodType, R = unknown>(def: Operation
       const namespace = typeof def.namespace === 'function' ? def.namespace(input) : def.namespace;
       return parseIdempotencyKey({ namespace, resourceKey: rk, version: def.version });
     },
-    fingerprintOf(input) {
-      return fingerprint(def.name, def.effect(input));
+    fingerprintOf(input, keyring, keyId) {
+      return keyedFingerprint(keyring, def.name, def.effect(input), keyId);
     },
     parseResult(value) {
       if (!def.result) return value as R;
       const parsed = def.result.safeParse(value);
       if (!parsed.success) throw new InvalidInputError(`result of ${def.name}`, zodIssues(parsed.error));
-      return parsed.data;
+      // The processor's own value is recorded, exactly: the schema checks it, never rewrites it.
+      return value as R;
     },
-    enqueue: (queue, input, options) => enqueue(op, queue, input, options),
-    enqueueBulk: (queue, items) => enqueueBulk(op, queue, items),
+    enqueue: (queue, input, options) => enqueue(op as unknown as Operation, queue, input, options),
+    enqueueBulk: (queue, items) => enqueueBulk(op as unknown as Operation, queue, items),
   };
   return op;
 }
 
-export function zodIssues(error: z.ZodError): { path: string; message: string }[] {
-  return error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
+export function zodIssues(error: z.ZodError): { path: string; message: string; code: string }[] {
+  return error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message, code: i.code }));
 }

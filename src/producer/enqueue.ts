@@ -5,6 +5,8 @@ import { boundedKey, type IdempotencyKey } from '../keys/idempotency-key.js';
 import type { Operation } from '../operation/define-operation.js';
 import { ENVELOPE_FIELD, type JobEnvelope } from '../operation/envelope.js';
 import { assertRetentionCovers, retryWindowMs, type WorkerTiming } from '../operation/retry-window.js';
+import type { Keyring } from '../sealing/keyring.js';
+import { sealInput } from '../sealing/sealed-input.js';
 
 export type EnqueueOptions = {
   /** The intended operation's identity, e.g. `task:42`; defaults to the operation's `resourceKey(input)`. */
@@ -15,6 +17,8 @@ export type EnqueueOptions = {
   taskId?: string;
   /** The workers' timing, to check retention against stall redeliveries. @defaultValue BullMQ's defaults */
   worker?: WorkerTiming;
+  /** Seals the operation's `sensitiveInput` fields; required when it declares any. */
+  keyring?: Keyring;
 };
 
 export type EnqueueResult = { jobId: string; key: IdempotencyKey; idempotencyKey: string };
@@ -37,8 +41,9 @@ function prepare<I>(op: Operation, queue: Queue, input: I, options: EnqueueOptio
   assertRetentionCovers(op.name, op.retentionMs, retryWindowMs(jobOptions, options.worker, op.retryWindow));
   const envelope: JobEnvelope = {
     [ENVELOPE_FIELD]: { v: 1, operation: op.name, key, ...(options.taskId ? { taskId: options.taskId } : {}) },
-    // The validated input is what travels: every attempt sees exactly what was accepted.
-    input: parsed,
+    // The validated input is what travels: every attempt sees exactly what was accepted, and
+    // declared sensitive fields travel sealed.
+    input: sealInput(op, parsed, options.keyring),
   };
   const jobId = jobIdFor(key);
   return { key, jobId, envelope, opts: { ...options.jobOptions, jobId } };

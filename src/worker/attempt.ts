@@ -12,16 +12,17 @@ import {
 } from '../errors/errors.js';
 import { isIdempotencyError } from '../errors/idempotency-error.js';
 import { fingerprint } from '../fingerprint/fingerprint.js';
+import { fingerprintKeyId } from '../fingerprint/keyed-fingerprint.js';
 import { boundedKey, type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
-import type { ClaimOutcome, RecordedError } from '../ledger/types.js';
+import type { ClaimOptions, ClaimOutcome, RecordedError } from '../ledger/types.js';
 import type { Operation } from '../operation/define-operation.js';
 import { assertRetentionCovers, BULLMQ_DEFAULTS, retryWindowMs } from '../operation/retry-window.js';
-import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
-import { redact } from '../redaction/redact.js';
-import { redactString } from '../redaction/redact-string.js';
-import { bullmqSignal, unrecoverable } from './bullmq-signals.js';
+import type { Keyring } from '../sealing/keyring.js';
+import { asError, recordedError, sealThrown } from '../sealing/sealed-error.js';
+import { isSealedResult, SEALED_FIELD, sealResult } from '../sealing/sealed-result.js';
+import { bullmqSignal, isSealedForBullmq, unrecoverable } from './bullmq-signals.js';
 import { classifyError, type ErrorClass } from './classify.js';
-import { asIdempotencyError, scrubError, toRecordedError } from './error-record.js';
+import { asIdempotencyError } from './error-record.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { resolveJob } from './resolve-job.js';
 import type { ProcessorContext, StepContext, WithIdempotencyOptions, WrapperEvent, WrapperEventType } from './types.js';
@@ -48,7 +49,7 @@ export class AttemptRunner<I, R, DB> {
   private readonly owner: string;
   private readonly db: Kysely<DB>;
   private readonly pollMs: number;
-  private readonly policy: RedactionPolicy;
+  private readonly keyring: Keyring;
 
   constructor(
     private readonly op: Operation,
@@ -57,7 +58,13 @@ export class AttemptRunner<I, R, DB> {
   ) {
     this.owner = deps.owner ?? `${hostname()}:${process.pid}`;
     this.db = (deps.db ?? deps.ledger.db) as Kysely<DB>;
-    this.policy = deps.redaction ?? DEFAULT_REDACTION_POLICY;
+    if (!deps.keyring || typeof deps.keyring.seal !== 'function') {
+      throw new IdempotencyConfigError(
+        `Operation ${op.name}: withIdempotency needs a keyring (defineKeyring) to seal results and error text`,
+        { option: 'keyring' },
+      );
+    }
+    this.keyring = deps.keyring;
     this.pollMs = deps.inProgressPollMs ?? Math.min(1000, Math.max(50, Math.floor(op.leaseMs / 10)));
     const lockDuration = deps.worker?.lockDuration ?? BULLMQ_DEFAULTS.lockDuration;
     if (op.leaseMs >= lockDuration) {
@@ -75,9 +82,18 @@ export class AttemptRunner<I, R, DB> {
     try {
       return await this.attempt(job, token, signal);
     } catch (err) {
-      // Whatever BullMQ gets is stored in Redis (failedReason, stacktrace): scrub it first.
-      throw scrubError(err, this.policy);
+      // Whatever BullMQ gets is stored in Redis (failedReason, stacktrace): seal its text first.
+      throw this.forBullmq(err);
     }
+  }
+
+  /**
+   * An error as BullMQ may store it: BullMQ's control-flow errors and the library's own refusals
+   * as they are; anything else with its code and class in clear and its text sealed.
+   */
+  private forBullmq(err: unknown): unknown {
+    if (bullmqSignal(err) === 'wait' || isSealedForBullmq(err)) return err;
+    return sealThrown(asError(err), recordedError(err, this.keyring));
   }
 
   private async attempt(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<unknown> {
@@ -90,7 +106,7 @@ export class AttemptRunner<I, R, DB> {
     let a: Attempt;
     let fp: string;
     try {
-      const resolved = resolveJob(this.op, job);
+      const resolved = resolveJob(this.op, job, this.keyring);
       input = resolved.input as I;
       a = { job, token, key: resolved.key, k: boundedKey(resolved.key), taskId: resolved.taskId, facts };
       assertRetentionCovers(
@@ -98,19 +114,16 @@ export class AttemptRunner<I, R, DB> {
         this.op.retentionMs,
         retryWindowMs(job.opts ?? {}, this.deps.worker, this.op.retryWindow),
       );
-      fp = this.op.fingerprintOf(input);
+      fp = this.op.fingerprintOf(input, this.keyring);
     } catch (err) {
       if (!isIdempotencyError(err)) throw err;
       const type: WrapperEventType = err.code === 'IDEMPOTENCY_MISSING_KEY' ? 'missing_key' : 'invalid_input';
       this.emit({ job, facts }, type, 'deny', { reasonCode: err.code });
-      this.deps.logger?.warn(
-        { jobId: job.id, code: err.code, err: redactString(err.message, this.policy) },
-        'job refused before any side effect',
-      );
+      this.deps.logger?.warn({ jobId: job.id, code: err.code }, 'job refused before any side effect');
       throw unrecoverable(err);
     }
 
-    const claim = await this.deps.ledger.claim({
+    const claimed = await this.claim(input, fp, {
       key: a.key,
       operation: this.op.name,
       fingerprint: fp,
@@ -122,6 +135,8 @@ export class AttemptRunner<I, R, DB> {
       queue: job.queueName,
       ...(a.taskId ? { taskId: a.taskId } : {}),
     });
+    const claim = claimed.claim;
+    fp = claimed.fingerprint;
     switch (claim.kind) {
       case 'acquired':
         this.emit(a, claim.transition === 'takeover' ? 'takeover' : 'claimed', 'allow', {
@@ -163,6 +178,31 @@ export class AttemptRunner<I, R, DB> {
     }
   }
 
+  /**
+   * Claims the operation's key. A conflict whose stored fingerprint was keyed with another key of
+   * the ring (made before a rotation) is checked again with that key: the same input under the
+   * same key is no conflict, and the claim goes on with the stored fingerprint.
+   */
+  private async claim(
+    input: I,
+    fp: string,
+    options: ClaimOptions,
+  ): Promise<{ claim: ClaimOutcome; fingerprint: string }> {
+    const claim = await this.deps.ledger.claim(options);
+    if (claim.kind !== 'conflict') return { claim, fingerprint: fp };
+    const stored = claim.storedFingerprint;
+    const keyId = fingerprintKeyId(stored);
+    let again: string | undefined;
+    if (keyId !== undefined && keyId !== this.keyring.currentId && this.keyring.has(keyId)) {
+      again = this.op.fingerprintOf(input, this.keyring, keyId);
+    } else if (keyId === undefined && /^[0-9a-f]{64}$/.test(stored)) {
+      // Recorded before fingerprints were keyed: compared in the form it was made in.
+      again = fingerprint(this.op.name, this.op.definition.effect(input));
+    }
+    if (again !== stored) return { claim, fingerprint: fp };
+    return { claim: await this.deps.ledger.claim({ ...options, fingerprint: stored }), fingerprint: stored };
+  }
+
   /** Runs the processor while holding the lease, then records the outcome under the epoch. */
   private async execute(
     a: Attempt,
@@ -196,14 +236,15 @@ export class AttemptRunner<I, R, DB> {
         tx: async <T>(fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> => {
           if (recorded)
             throw new IllegalTransitionError({ key: a.k, from: 'completed', action: 'open a second ctx.tx' });
+          let value!: T;
           const done = await this.db.transaction().execute(async (trx) => {
-            const value = await fn(trx);
+            value = await fn(trx);
             // Fenced like any completion: a stale epoch rolls back fn's writes with it.
             return ledger.complete(a.k, epoch, this.resultToRecord(value), trx as unknown as Kysely<unknown>);
           });
           recorded = done; // only once the transaction has committed
           this.emit(a, 'completed', 'allow', { epoch, at: done.at });
-          return done.result as T;
+          return value;
         },
         step: (name, fn) => this.step(a, fp, name, keeper.signal, fn),
         audit: (d) =>
@@ -252,9 +293,9 @@ export class AttemptRunner<I, R, DB> {
         throw err; // retryable: the next attempt replays whatever the current holder records
       }
       if (isIdempotencyError(err)) {
-        // The effect has run but its result cannot be recorded (not JSON, too large, fails the
-        // result schema): running it again would double it, so the outcome needs an operator.
-        await this.markUnknown(a, epoch, { code: err.code, message: err.message });
+        // The effect has run but its result cannot be recorded (cannot be sealed, too large,
+        // fails the result schema): running it again would double it, so it needs an operator.
+        await this.markUnknown(a, epoch, recordedError(err, this.keyring));
         throw unrecoverable(err);
       }
       throw err;
@@ -262,13 +303,12 @@ export class AttemptRunner<I, R, DB> {
   }
 
   /**
-   * What the ledger records, and so what this and every later attempt returns: the result checked
-   * against the operation's schema, then redacted (secrets dropped, identifiers as keyed refs,
-   * personal data masked), since results are persisted in Postgres and in BullMQ's Redis.
+   * What the ledger records and BullMQ keeps, for this and every later attempt: the result checked
+   * against the operation's schema, then sealed exactly, with the declared public fields in clear.
    */
   private resultToRecord(value: unknown): unknown {
-    const checked = this.op.parseResult(value);
-    return this.deps.redactResults === false ? checked : redact(checked, this.policy).value;
+    this.op.parseResult(value);
+    return sealResult(value, this.op.publicResult, this.keyring);
   }
 
   /** Classifies a processor error into a ledger outcome, then lets BullMQ act on it. */
@@ -299,7 +339,7 @@ export class AttemptRunner<I, R, DB> {
     if (cls === 'terminal') {
       throw bullmqSignal(err) === 'unrecoverable'
         ? err
-        : unrecoverable(asIdempotencyError(err, toRecordedError(err, this.policy)));
+        : unrecoverable(asIdempotencyError(err, recordedError(err, this.keyring)));
     }
     throw unrecoverable(err instanceof UnknownOutcomeError ? err : new UnknownOutcomeError({ key: a.k, epoch }));
   }
@@ -312,7 +352,7 @@ export class AttemptRunner<I, R, DB> {
     cls: Exclude<ErrorClass, 'reconcile'>,
   ): Promise<void> {
     const { ledger } = this.deps;
-    const error = toRecordedError(err, this.policy);
+    const error = recordedError(err, this.keyring);
     if (cls === 'unknown') return this.markUnknown(a, epoch, error);
     const at =
       cls === 'wait'
@@ -387,7 +427,7 @@ export class AttemptRunner<I, R, DB> {
       switch (claim.kind) {
         case 'completed':
           this.emit(s, 'replayed', 'allow', { epoch: claim.epoch, at: claim.at, stepId: name });
-          return claim.result as T;
+          return this.openStepResult<T>(claim.result);
         case 'acquired': {
           this.emit(s, claim.transition === 'takeover' ? 'takeover' : 'claimed', 'allow', {
             epoch: claim.epoch,
@@ -418,9 +458,10 @@ export class AttemptRunner<I, R, DB> {
                 ? new UnknownOutcomeError({ key: k, epoch: claim.epoch })
                 : err;
             }
-            const done = await ledger.complete(k, claim.epoch, value);
+            // Sealed whole, like an operation's result; the step returns its own value, exactly.
+            const done = await ledger.complete(k, claim.epoch, { [SEALED_FIELD]: this.keyring.seal(value, 'result') });
             this.emit(s, 'completed', 'allow', { epoch: claim.epoch, at: done.at, stepId: name });
-            return done.result as T;
+            return value;
           } finally {
             keeper.stop();
           }
@@ -440,6 +481,13 @@ export class AttemptRunner<I, R, DB> {
           throw new UnknownOutcomeError({ key: k, epoch: claim.epoch });
       }
     }
+  }
+
+  /** A finished step's recorded result, opened; one recorded before results were sealed, as it is. */
+  private openStepResult<T>(recorded: unknown): T {
+    return isSealedResult(recorded)
+      ? this.keyring.open<T>(recorded[SEALED_FIELD] as string, 'result')
+      : (recorded as T);
   }
 
   private emit(

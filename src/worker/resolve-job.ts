@@ -3,6 +3,8 @@ import { InvalidInputError } from '../errors/errors.js';
 import { type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import { type Operation, zodIssues } from '../operation/define-operation.js';
 import { ENVELOPE_FIELD, envelopeSchema, looksLikeEnvelope } from '../operation/envelope.js';
+import type { Keyring } from '../sealing/keyring.js';
+import { openInput } from '../sealing/sealed-input.js';
 
 export type ResolvedJob = { input: unknown; key: IdempotencyKey; taskId: string | undefined };
 
@@ -10,9 +12,10 @@ export type ResolvedJob = { input: unknown; key: IdempotencyKey; taskId: string 
  * Reads the input and the operation key of a job. A job enqueued by the producer helper carries
  * its key; any other job (a plain `queue.add`, an existing producer) gets it from the
  * operation's `resourceKey(input)`. A job-scheduler occurrence adds its scheduled time, so each
- * occurrence is its own operation. Throws an IdempotencyError for anything malformed.
+ * occurrence is its own operation. Sealed `sensitiveInput` fields are opened before validation.
+ * Throws an IdempotencyError for anything malformed.
  */
-export function resolveJob(op: Operation, job: Job): ResolvedJob {
+export function resolveJob(op: Operation, job: Job, keyring: Keyring): ResolvedJob {
   let input: unknown;
   let key: IdempotencyKey;
   let taskId: string | undefined;
@@ -25,11 +28,11 @@ export function resolveJob(op: Operation, job: Job): ResolvedJob {
         { path: `${ENVELOPE_FIELD}.operation`, message: `job was enqueued for operation ${meta.operation}` },
       ]);
     }
-    input = op.parseInput(parsed.data.input);
+    input = op.parseInput(openInput(op, parsed.data.input, keyring));
     key = meta.key;
     taskId = meta.taskId;
   } else {
-    input = op.parseInput(job.data);
+    input = op.parseInput(openInput(op, job.data, keyring));
     const occurrence = schedulerOccurrence(job);
     // A scheduler's template data is the same for every occurrence: without a resourceKey
     // function the scheduler id names the operation, and the occurrence time is added below.

@@ -3,7 +3,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { IdempotencyKey } from '../keys/idempotency-key.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import type { RetryJobOptions, WorkerTiming } from '../operation/retry-window.js';
-import type { RedactionPolicy } from '../redaction/define-policy.js';
+import type { Keyring } from '../sealing/keyring.js';
 
 /** A pino-compatible logger; the library logs nothing when none is given. */
 export type Logger = {
@@ -109,16 +109,11 @@ export type ProcessorContext<DB = unknown> = {
 export type WithIdempotencyOptions<DB = unknown> = {
   ledger: PostgresLedger;
   /**
-   * Scrubs error messages and stacks before they reach the ledger, BullMQ (Redis) and logs.
-   * @defaultValue DEFAULT_REDACTION_POLICY (value scanners; an ephemeral HMAC key)
+   * Seals what is kept: results (ledger and BullMQ's `returnvalue`), step results, error text
+   * (ledger, `failedReason`, `stacktrace`) and declared sensitive input; keys the fingerprints.
+   * Every worker and operator that must read them needs the same keys.
    */
-  redaction?: RedactionPolicy;
-  /**
-   * Redact results with the policy before they are recorded (and returned). Turn off only for
-   * results that can carry no secret or personal data and must stay byte-for-byte.
-   * @defaultValue true
-   */
-  redactResults?: boolean;
+  keyring: Keyring;
   /** Audit sink; events are dropped when none is given. */
   audit?: AuditSink;
   logger?: Logger;

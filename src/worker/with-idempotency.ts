@@ -1,6 +1,7 @@
 import type { Job } from 'bullmq';
 import type { z } from 'zod';
 import type { Operation } from '../operation/define-operation.js';
+import type { SealedResult } from '../sealing/sealed-result.js';
 import { AttemptRunner, type IdempotentProcessor } from './attempt.js';
 import type { WithIdempotencyOptions } from './types.js';
 
@@ -9,20 +10,24 @@ import type { WithIdempotencyOptions } from './types.js';
  * re-runs: retries, stalls, operator replays, duplicate adds. Returns a BullMQ processor
  * declared with three parameters, so BullMQ passes its AbortSignal.
  *
+ * What the processor returns is recorded exactly and sealed; BullMQ gets (and every replay
+ * returns) a {@link SealedResult}: the operation's `publicResult` fields in clear and the whole
+ * value sealed. `unseal(job.returnvalue, keyring)` gives back exactly what the processor returned.
+ *
  * @example
  * const worker = new Worker('assets', withIdempotency(createAsset, async (input, ctx) => {
  *   const res = await api.createAsset(input, { idempotencyKey: ctx.idempotencyKey, signal: ctx.signal });
  *   return { assetId: res.id };
- * }, { ledger }), { connection });
+ * }, { ledger, keyring }), { connection });
  */
-export function withIdempotency<S extends z.ZodType, R, DB = unknown>(
-  operation: Operation<S, R>,
+export function withIdempotency<S extends z.ZodType, R, P extends string, DB = unknown>(
+  operation: Operation<S, R, P>,
   processor: IdempotentProcessor<z.output<S>, R, DB>,
   options: WithIdempotencyOptions<DB>,
-): (job: Job, token?: string, signal?: AbortSignal) => Promise<R> {
+): (job: Job, token?: string, signal?: AbortSignal) => Promise<SealedResult<R, P>> {
   const runner = new AttemptRunner(operation as unknown as Operation, processor, options);
   // Three declared parameters: BullMQ passes the signal only when processor.length >= 3.
-  return function idempotentProcessor(job: Job, token?: string, signal?: AbortSignal): Promise<R> {
-    return runner.run(job, token, signal) as Promise<R>;
+  return function idempotentProcessor(job: Job, token?: string, signal?: AbortSignal): Promise<SealedResult<R, P>> {
+    return runner.run(job, token, signal) as Promise<SealedResult<R, P>>;
   };
 }

@@ -27,6 +27,7 @@ import { defineOperation } from '../../src/operation/define-operation.js';
 import { postEffect } from '../../src/testing/downstream-stub.js';
 import type { AuditSink, ProcessorContext, WrapperEvent } from '../../src/worker/types.js';
 import { withIdempotency } from '../../src/worker/with-idempotency.js';
+import { testKeyring } from './keyring.js';
 
 /** Short BullMQ and ledger timings: the lease lapses before BullMQ redelivers a crashed job. */
 export const CRASH_TIMING = { leaseMs: 600, lockDuration: 1500, stalledInterval: 300 } as const;
@@ -355,6 +356,7 @@ async function main(config: CrashWorkerConfig): Promise<void> {
   const op = crashOperation(config.downstream, config.leaseMs);
   const options = {
     ledger,
+    keyring: testKeyring,
     audit,
     worker: { lockDuration: config.lockDuration, stalledInterval: config.stalledInterval },
     owner: `crash-worker:${process.pid}`,

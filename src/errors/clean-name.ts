@@ -1,0 +1,30 @@
+/** A code or class name: letters, digits and `_ . : -`, starting with a letter; 1–64 characters. */
+const NAME_GRAMMAR = /^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/;
+const SEGMENT = /[_.:-]/;
+
+/**
+ * True when `value` may stay in clear as an error code, a class name or a field name in an
+ * error: it matches the grammar and no part of it looks like a token (a run over 12 characters
+ * that mixes letters and digits, or any run over 32). `ECONNREFUSED`, `ERR_HTTP_HEADERS_SENT`,
+ * `P2002`, `card-declined`, `amount` pass; `sk_live_4eC39HqLyjWDarjtT1zdp7dc` does not. A
+ * grammar, not a list of secret formats: what it does not accept is never shown.
+ */
+export function isCleanName(value: string): boolean {
+  if (!NAME_GRAMMAR.test(value)) return false;
+  for (const part of value.split(SEGMENT)) {
+    if (part.length > 32) return false;
+    if (part.length > 12 && /[0-9]/.test(part) && /[A-Za-z]/.test(part)) return false;
+  }
+  return true;
+}
+
+/** A data path (`items.0.amount`, `$.a[2].b`) with every segment that is not a clean name or an index shown as `…`. */
+export function cleanPath(path: string): string {
+  if (path === '' || path === '$') return path || '(root)';
+  return path
+    .split(/(\[\d+\]|\.)/)
+    .map((part) =>
+      part === '.' || part === '' || part === '$' || /^\[\d+\]$|^\d+$/.test(part) || isCleanName(part) ? part : '…',
+    )
+    .join('');
+}
