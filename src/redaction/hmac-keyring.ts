@@ -6,13 +6,26 @@ export type HmacKeyInput = { id: string; secret: string | Uint8Array };
 /** Which kind of reference: `hmac:` (identifiers, content hashes) or the shorter opaque `ref:`. */
 export type RefDomain = 'identifier' | 'credential_ref' | 'content';
 
+type RefKind = 'hmac' | 'ref';
+
 const HMAC_REF = /^hmac:([A-Za-z0-9._-]{1,32}):([A-Za-z0-9_-]{43})$/;
 const OPAQUE_REF = /^ref:([A-Za-z0-9._-]{1,32}):([A-Za-z0-9_-]{22})$/;
-/** 22 base64url characters = 132 bits: unguessable, yet short enough to read in an audit row. */
-const OPAQUE_LENGTH = 22;
+/**
+ * A reference's body is a digest part followed by a check: the check is a MAC, under the same
+ * key, of the digest part. So a reference proves it was made by the ring: a string of the right
+ * shape (a forged `hmac:k1:` + 43 characters, or a real secret that happens to look like one) is
+ * not trusted, it is referenced like any other value. `hmac:` bodies: 32 + 11 characters (192
+ * bits of digest, 66 of check); `ref:` bodies: 16 + 6 (96 and 36 bits), 22 in all, short enough
+ * to read in an audit row.
+ */
+const BODY: Record<RefKind, { digest: number; check: number }> = {
+  hmac: { digest: 32, check: 11 },
+  ref: { digest: 16, check: 6 },
+};
 /**
  * Identifier refs are memoised: the same user and customer ids recur in event after event, and an
- * HMAC costs microseconds. Bounded in entries and in the length of what is cached.
+ * HMAC costs microseconds. Bounded in entries and in the length of what is cached. References
+ * the ring made or verified are memoised too, so redacting a redacted event again costs a lookup.
  */
 const MAX_CACHED_IDS = 20_000;
 const MAX_CACHED_ID_LENGTH = 128;
@@ -29,6 +42,8 @@ export class HmacKeyring {
   readonly ids: readonly string[];
   readonly #keys: Map<string, KeyObject>;
   readonly #idRefs = new Map<string, string>();
+  /** References known to be this ring's (made here or verified), with their key id. */
+  readonly #known = new Map<string, string>();
 
   constructor(keys: readonly HmacKeyInput[]) {
     const first = keys[0];
@@ -42,16 +57,14 @@ export class HmacKeyring {
 
   /** base64url HMAC of `data` in `domain` with the key `keyId` (the current key by default). */
   digest(domain: RefDomain, data: string | Uint8Array, keyId = this.currentId): string {
-    const key = this.#keys.get(keyId);
-    if (!key) throw new Error(`unknown HMAC key id ${keyId}`);
-    return createHmac('sha256', key).update(domain).update('\0').update(data).digest('base64url');
+    return createHmac('sha256', this.#key(keyId)).update(domain).update('\0').update(data).digest('base64url');
   }
 
   /** `hmac:<keyId>:<43 chars>` for an identifier. */
   identifierRef(value: string): string {
     const cached = this.#idRefs.get(value);
     if (cached !== undefined) return cached;
-    const ref = `hmac:${this.currentId}:${this.digest('identifier', value)}`;
+    const ref = this.#make('hmac', 'identifier', value);
     if (value.length <= MAX_CACHED_ID_LENGTH) {
       if (this.#idRefs.size >= MAX_CACHED_IDS) this.#idRefs.clear();
       this.#idRefs.set(value, ref);
@@ -61,33 +74,77 @@ export class HmacKeyring {
 
   /** `ref:<keyId>:<22 chars>` for a credential reference. */
   opaqueRef(value: string): string {
-    return `ref:${this.currentId}:${this.digest('credential_ref', value).slice(0, OPAQUE_LENGTH)}`;
+    return this.#make('ref', 'credential_ref', value);
   }
 
   /** `hmac:<keyId>:<43 chars>` over content (a prompt, a body). */
   contentHash(data: string | Uint8Array): string {
-    return `hmac:${this.currentId}:${this.digest('content', data)}`;
+    return this.#make('hmac', 'content', data);
   }
 
   /**
-   * The key id of `value` when it already is a reference made by one of this ring's keys (of the
-   * shape `kind` asks for), else undefined. A ref-shaped string with an unknown key id is not
-   * trusted: it is hashed again like any other value.
+   * The key id of `value` when it is a reference made by one of this ring's keys (of the shape
+   * `kind` asks for), else undefined. The check part of the reference is verified: a ref-shaped
+   * string with an unknown key id or a wrong check is not trusted, it is hashed again like any
+   * other value.
    */
-  recognise(value: string, kind: 'hmac' | 'ref'): string | undefined {
+  recognise(value: string, kind: RefKind): string | undefined {
     if (!value.startsWith(kind === 'hmac' ? 'hmac:' : 'ref:')) return undefined;
+    const known = this.#known.get(value);
+    if (known !== undefined) return known;
     const m = (kind === 'hmac' ? HMAC_REF : OPAQUE_REF).exec(value);
-    return m && this.#keys.has(m[1]!) ? m[1] : undefined;
+    if (!m || !this.#keys.has(m[1]!)) return undefined;
+    const { digest } = BODY[kind];
+    const body = m[2]!;
+    if (!same(this.#check(kind, body.slice(0, digest), m[1]!), body.slice(digest))) return undefined;
+    this.#remember(value, m[1]!);
+    return m[1];
   }
 
   /** True when `ref` is the reference of `value` in `domain` under any key of the ring. */
   verify(ref: string, value: string, domain: RefDomain): boolean {
-    const m = (domain === 'credential_ref' ? OPAQUE_REF : HMAC_REF).exec(ref);
+    const kind: RefKind = domain === 'credential_ref' ? 'ref' : 'hmac';
+    const m = (kind === 'hmac' ? HMAC_REF : OPAQUE_REF).exec(ref);
     if (!m || !this.#keys.has(m[1]!)) return false;
-    let expected = this.digest(domain, value, m[1]!);
-    if (domain === 'credential_ref') expected = expected.slice(0, OPAQUE_LENGTH);
-    const a = Buffer.from(expected);
-    const b = Buffer.from(m[2]!);
-    return a.length === b.length && timingSafeEqual(a, b);
+    return same(this.#body(kind, domain, value, m[1]!), m[2]!);
   }
+
+  #key(keyId: string): KeyObject {
+    const key = this.#keys.get(keyId);
+    if (!key) throw new Error(`unknown HMAC key id ${keyId}`);
+    return key;
+  }
+
+  /** The check of a digest part: a MAC of it (and of the kind), truncated. */
+  #check(kind: RefKind, digestPart: string, keyId: string): string {
+    return createHmac('sha256', this.#key(keyId))
+      .update('check\0')
+      .update(kind)
+      .update('\0')
+      .update(digestPart)
+      .digest('base64url')
+      .slice(0, BODY[kind].check);
+  }
+
+  #body(kind: RefKind, domain: RefDomain, data: string | Uint8Array, keyId: string): string {
+    const digestPart = this.digest(domain, data, keyId).slice(0, BODY[kind].digest);
+    return digestPart + this.#check(kind, digestPart, keyId);
+  }
+
+  #make(kind: RefKind, domain: RefDomain, data: string | Uint8Array): string {
+    const ref = `${kind}:${this.currentId}:${this.#body(kind, domain, data, this.currentId)}`;
+    this.#remember(ref, this.currentId);
+    return ref;
+  }
+
+  #remember(ref: string, keyId: string): void {
+    if (this.#known.size >= MAX_CACHED_IDS) this.#known.clear();
+    this.#known.set(ref, keyId);
+  }
+}
+
+function same(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
 }
