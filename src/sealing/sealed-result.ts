@@ -51,7 +51,7 @@ export function isSealedResult(value: unknown): value is SealedResult<unknown> {
  * const job = await queue.getJob(jobId);
  * const result = unseal(job.returnvalue as SealedResult<AssetResult, 'assetId'>, keyring);
  */
-export function unseal<R>(sealed: SealedResult<R, PropertyKey> | Sealed<R>, keyring: Keyring): R {
+export function unseal<R>(sealed: { readonly $sealed: Sealed<R> } | Sealed<R>, keyring: Keyring): R {
   if (keyring === undefined || typeof (keyring as Partial<Keyring>).open !== 'function') {
     throw new IdempotencyConfigError('unseal needs the keyring the value was sealed with', { option: 'keyring' });
   }

@@ -7,10 +7,11 @@ import {
   IdempotencyInProgressError,
   IllegalTransitionError,
   RecordedFailureError,
+  SealError,
   StaleEpochError,
   UnknownOutcomeError,
 } from '../errors/errors.js';
-import { isIdempotencyError } from '../errors/idempotency-error.js';
+import { ERROR_CODES, isIdempotencyError } from '../errors/idempotency-error.js';
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { fingerprintKeyId } from '../fingerprint/keyed-fingerprint.js';
 import { boundedKey, type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
@@ -193,7 +194,12 @@ export class AttemptRunner<I, R, DB> {
     const stored = claim.storedFingerprint;
     const keyId = fingerprintKeyId(stored);
     let again: string | undefined;
-    if (keyId !== undefined && keyId !== this.keyring.currentId && this.keyring.has(keyId)) {
+    if (keyId !== undefined && !this.keyring.has(keyId)) {
+      // The key that made the stored fingerprint was removed from the ring while its record is
+      // still kept: the input cannot be compared, so nothing runs; say why, not "conflict".
+      throw unrecoverable(new SealError(ERROR_CODES.sealKeyUnknown, { keyId, purpose: 'fingerprint' }));
+    }
+    if (keyId !== undefined && keyId !== this.keyring.currentId) {
       again = this.op.fingerprintOf(input, this.keyring, keyId);
     } else if (keyId === undefined && /^[0-9a-f]{64}$/.test(stored)) {
       // Recorded before fingerprints were keyed: compared in the form it was made in.
