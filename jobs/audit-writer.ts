@@ -7,6 +7,7 @@ import {
   decodeAuditBatch,
   UndecodableAuditBatchError,
 } from '../src/audit/batch-codec.js';
+import type { RedactionPolicy } from '../src/redaction/define-policy.js';
 import type { Logger } from '../src/worker/types.js';
 
 export const DEFAULT_AUDIT_QUEUE = 'bullmq-idempotency-audit';
@@ -22,6 +23,12 @@ export type AuditWriterOptions = {
   prefix?: string;
   /** Batches written at once. @defaultValue 4 */
   concurrency?: number;
+  /**
+   * Scrubs the events the writer dead-letters (an invalid event may never have been through an
+   * emitter). Pass the emitters' policy, so that the references in dead letters match theirs.
+   * @defaultValue DEFAULT_REDACTION_POLICY
+   */
+  redactionPolicy?: RedactionPolicy;
   logger?: Logger;
 };
 
@@ -34,7 +41,7 @@ export type AuditWriterOptions = {
  * const writer = createAuditWriter({ connection, pool });   // runs until writer.close()
  */
 export function createAuditWriter(options: AuditWriterOptions): Worker {
-  const store = new AuditStore(options.pool, options.schema);
+  const store = new AuditStore(options.pool, options.schema, options.redactionPolicy);
   const worker = new Worker(
     options.queueName ?? DEFAULT_AUDIT_QUEUE,
     async (job) => {
@@ -45,8 +52,9 @@ export function createAuditWriter(options: AuditWriterOptions): Worker {
       } catch (err) {
         if (!(err instanceof UndecodableAuditBatchError)) throw err;
         // Never blocks the queue: the batch is dead-lettered (its size, not its bytes) and done.
-        await store.deadLetterBatch(job.id, job.data, err.message);
-        options.logger?.error({ jobId: job.id, err: err.message }, 'audit batch dead-lettered');
+        const reason = { code: 'AUDIT_BATCH_UNDECODABLE', cause: err.problem } as const;
+        await store.deadLetterBatch(job.id, job.data, reason);
+        options.logger?.error(reason, 'audit batch dead-lettered');
         return { inserted: 0, duplicates: 0, deadLettered: 1 };
       }
       const result = await store.writeBatch(batch.events, batch.json);

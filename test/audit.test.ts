@@ -7,8 +7,9 @@ import { AuditStore } from '../src/audit/audit-store.js';
 import { AUDIT_JOB_NAME, decodeAuditBatch, UndecodableAuditBatchError } from '../src/audit/batch-codec.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { buildTimeline, renderTimeline, timeline } from '../src/audit/timeline.js';
-import { defineOperation, RetryableError, withIdempotency } from '../src/index.js';
+import { DEFAULT_REDACTION_POLICY, defineOperation, RetryableError, withIdempotency } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { verifyRef } from '../src/redaction/refs.js';
 import type { WrapperEvent } from '../src/worker/types.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
@@ -108,7 +109,7 @@ describe('audit pipeline', () => {
     );
     expect(dl.rows).toHaveLength(1);
     expect(dl.rows[0]?.event).toMatchObject({ encoding: 'deflate-raw', count: 3, payloadChars: 16 });
-    expect(dl.rows[0]?.reason).toMatch(/does not inflate/);
+    expect(dl.rows[0]?.reason).toBe('AUDIT_BATCH_UNDECODABLE cause=not_inflatable');
     await waitFor(async () => (await queue.getJobCounts('failed', 'wait', 'active')).wait === 0, 'queue drained');
     expect(await queue.getJobCounts('failed')).toEqual({ failed: 0 });
     await emitter.close();
@@ -128,13 +129,18 @@ describe('audit pipeline', () => {
     const writer = b.auditWriter('audit-refused', ledger.pool);
     const refused = () =>
       t.query(
-        `select event, reason from ${t.schema}.audit_dead_letter where reason like 'postgres refused it%' order by event->>'seq'`,
+        `select event, reason from ${t.schema}.audit_dead_letter where reason like 'AUDIT_EVENT_REFUSED%' order by event->>'seq'`,
       );
     await waitFor(async () => (await refused()).rows.length === 2, 'the two refused events, dead-lettered');
     expect(await count("task_id = 'task-refused'")).toBe(40);
     const dl = await refused();
     expect(dl.rows.map((r) => r.event.seq)).toEqual([100, 101]);
-    expect(dl.rows[0]?.event.actorId).toBe('worker\uFFFDone');
+    // Only Postgres's SQLSTATE is kept of its refusal; an actor id that is no identifier is a ref.
+    expect(dl.rows.map((r) => r.reason)).toEqual([
+      'AUDIT_EVENT_REFUSED sqlstate=22P05',
+      'AUDIT_EVENT_REFUSED sqlstate=22P02',
+    ]);
+    expect(verifyRef(dl.rows[0]?.event.actorId, 'worker\u0000one', DEFAULT_REDACTION_POLICY)).toBe(true);
     expect(dl.rows[1]?.event.details.note).toBe('cut \uFFFD mid-emoji');
     await waitFor(async () => (await queue.getJobCounts('wait', 'active')).wait === 0, 'queue drained');
     expect(await queue.getJobCounts('failed')).toEqual({ failed: 0 });

@@ -1,11 +1,15 @@
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
-import { storable, storableText } from '../db/storable.js';
+import { storable } from '../db/storable.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
+import { engineOf } from '../redaction/policy-engine.js';
+import { ReceiptBuilder } from '../redaction/receipt.js';
 import { redact } from '../redaction/redact.js';
-import { redactString } from '../redaction/redact-string.js';
 import { type AuditEvent, auditEventSchema } from './audit-event.js';
 import { isAuditEvent } from './check-event.js';
+import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventReason } from './dead-letter-reason.js';
+import { isIdentifier, isLibraryKey } from './identifier-grammar.js';
+import { applyFieldGrammars } from './redact-event.js';
 
 /** Columns of audit_events and the camelCase field each comes from. */
 const COLUMNS: [string, keyof AuditEvent, string][] = [
@@ -50,7 +54,8 @@ export class AuditStore {
   private readonly insertSql: string;
 
   /**
-   * @param policy scrubs what goes to the dead-letter table. @defaultValue DEFAULT_REDACTION_POLICY
+   * @param policy scrubs what goes to the dead-letter table; its keys make the references there,
+   * so pass the emitters' policy to keep those matchable. @defaultValue DEFAULT_REDACTION_POLICY
    */
   constructor(
     private readonly pool: pg.Pool,
@@ -85,11 +90,7 @@ export class AuditStore {
       asIs = false; // zod's output may differ from its input (a dropped __proto__ key)
       const parsed = auditEventSchema.safeParse(e);
       if (parsed.success) valid.push(parsed.data);
-      else
-        invalid.push({
-          event: e,
-          reason: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
-        });
+      else invalid.push({ event: e, reason: invalidEventReason(parsed.error) });
     }
     let inserted = 0;
     if (valid.length > 0) {
@@ -108,10 +109,11 @@ export class AuditStore {
         [
           JSON.stringify(
             // An event that failed validation may not have been through the emitter's redaction;
-            // and what Postgres refused once must be made storable before it is stored.
+            // and what Postgres refused once must be made storable before it is stored. The
+            // reason is codes and schema paths only (see DeadLetterReason).
             invalid.map((i) => ({
-              event: storable(redact(safeJson(i.event), this.policy).value),
-              reason: storable(i.reason.slice(0, 2000)),
+              event: storable(this.scrub(i.event)),
+              reason: formatReason(i.reason),
             })),
           ),
         ],
@@ -132,12 +134,9 @@ export class AuditStore {
     } catch (err) {
       if (!isDataError(err)) throw err;
       if (events.length === 1) {
-        // Postgres quotes the offending value in some messages (`invalid input syntax…: "…"`).
-        invalid.push({
-          event: events[0],
-          reason: `postgres refused it: ${redactString((err as Error).message, this.policy)}`,
-          refused: true,
-        });
+        // Postgres quotes the offending value in some messages (`invalid input syntax…: "…"`):
+        // only its SQLSTATE is kept.
+        invalid.push({ event: events[0], reason: refusedEventReason(err), refused: true });
         return 0;
       }
       const half = Math.ceil(events.length / 2);
@@ -150,34 +149,68 @@ export class AuditStore {
 
   /**
    * Dead-letters a whole audit job that cannot be read as events (not inflatable, not JSON). Its
-   * bytes are unreadable to the redaction policy, so only their shape is kept.
+   * bytes are unreadable to the redaction policy, so only their shape is kept: the batch fields
+   * it has (others are counted, not named), a known encoding, sizes; a job id that is not an
+   * identifier is referenced.
    */
-  async deadLetterBatch(jobId: string | undefined, data: unknown, reason: string): Promise<void> {
+  async deadLetterBatch(jobId: string | undefined, data: unknown, reason: DeadLetterReason): Promise<void> {
     const d = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
+    const keys = Object.keys(d);
+    const fields = keys.filter((k) => BATCH_FIELDS.has(k));
     const shape = {
       undecodableBatch: true,
-      jobId: jobId ?? null,
-      fields: Object.keys(d).slice(0, 20),
-      encoding: typeof d.encoding === 'string' ? d.encoding.slice(0, 40) : null,
-      count: typeof d.count === 'number' ? d.count : null,
+      jobId:
+        jobId === undefined
+          ? null
+          : isIdentifier(jobId, 255)
+            ? jobId
+            : engineOf(this.policy).keyring.identifierRef(jobId),
+      fields,
+      otherFields: keys.length - fields.length,
+      encoding: typeof d.encoding === 'string' ? (ENCODINGS.has(d.encoding) ? d.encoding : 'other') : null,
+      count: Number.isSafeInteger(d.count) ? d.count : null,
       payloadChars: typeof d.payload === 'string' ? d.payload.length : null,
     };
     await this.pool.query(`insert into ${this.deadLetter} (event, reason) values ($1::jsonb, $2)`, [
-      JSON.stringify(storable(redact(shape, this.policy).value)),
-      storableText(reason.slice(0, 2000)),
+      JSON.stringify(shape),
+      formatReason(reason),
     ]);
   }
 
-  /** Events of a task, or of an operation key (with its steps), in causal order. */
+  /**
+   * What the dead-letter table keeps of an event: its clear-text fields under their grammars
+   * (with this store's policy), everything redacted.
+   */
+  private scrub(event: unknown): unknown {
+    const v = safeJson(event);
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return redact(v, this.policy).value;
+    const engine = engineOf(this.policy);
+    const copy = { ...(v as Record<string, unknown>) };
+    applyFieldGrammars(
+      v as Record<string, unknown>,
+      copy,
+      engine.keyring,
+      () => new ReceiptBuilder(engine.version, '$', engine.limits.maxReceiptPaths),
+    );
+    return redact(copy, this.policy).value;
+  }
+
+  /**
+   * Events of a task, or of an operation key (with its steps), in causal order. A task id or key
+   * that does not match its grammar was stored as its keyed ref: it is looked up by its refs
+   * under every key of this store's policy too (so give the store the emitters' policy).
+   */
   async events(query: { taskId: string } | { operationKey: string }): Promise<AuditEvent[]> {
     const select = COLUMNS.map(([c, f]) => `${c} as "${f}"`).join(', ');
     const order = 'order by created_at, coalesce(epoch, 0), seq, event_id';
-    const res =
-      'taskId' in query
-        ? await this.pool.query(`select ${select} from ${this.table} where task_id = $1 ${order}`, [query.taskId])
-        : await this.pool.query(`select ${select} from ${this.table} where operation_id = $1 ${order}`, [
-            query.operationKey,
-          ]);
+    const byTask = 'taskId' in query;
+    const value = byTask ? query.taskId : query.operationKey;
+    const plain = byTask ? isIdentifier(value, 200) : isIdentifier(value, 255) || isLibraryKey(value, true);
+    const values = plain ? [value] : [value, ...engineOf(this.policy).keyring.identifierRefs(value)];
+    const res = await this.pool.query(
+      `select ${select} from ${this.table} where ${byTask ? 'task_id' : 'operation_id'} = any($1::text[]) ${order}`,
+      [values],
+    );
     return res.rows.map((r) => {
       const e: Record<string, unknown> = {};
       for (const [, f] of COLUMNS) if (r[f] !== null && r[f] !== undefined) e[f] = r[f];
@@ -188,7 +221,11 @@ export class AuditStore {
 }
 
 /** An event for the dead-letter table; `refused`: it was valid, but Postgres would not store it. */
-type DeadLetter = { event: unknown; reason: string; refused?: boolean };
+type DeadLetter = { event: unknown; reason: DeadLetterReason; refused?: boolean };
+
+/** Fields of an audit job's data that may be named in a dead letter. */
+const BATCH_FIELDS = new Set(['encoding', 'count', 'payload', 'events']);
+const ENCODINGS = new Set(['deflate-raw']);
 
 const refused = (invalid: DeadLetter[]) => invalid.filter((i) => i.refused).length;
 

@@ -2,6 +2,7 @@ import { promisify } from 'node:util';
 import { deflateRaw, inflateRaw } from 'node:zlib';
 import { sha256 } from '../fingerprint/sha256.js';
 import type { AuditEvent } from './audit-event.js';
+import type { UndecodableCause } from './dead-letter-reason.js';
 
 export const AUDIT_JOB_NAME = 'audit-batch';
 
@@ -35,33 +36,43 @@ export async function auditBatchJob(events: readonly AuditEvent[]) {
   return { name: AUDIT_JOB_NAME, data, opts: auditJobOptions(events) };
 }
 
-/** The job data cannot be read as a batch of events. */
+/**
+ * The job data cannot be read as a batch of events. `problem` says why, as a stable code; the
+ * message is the library's own text for that code (never zlib's or the parser's, which may quote
+ * the bytes).
+ */
 export class UndecodableAuditBatchError extends Error {
-  constructor(message: string) {
-    super(message);
+  constructor(readonly problem: UndecodableCause) {
+    super(MESSAGES[problem]);
     this.name = 'UndecodableAuditBatchError';
   }
 }
+
+const MESSAGES: Record<UndecodableCause, string> = {
+  not_a_batch: 'not an audit batch: expected { events: [...] } or a deflate-raw payload',
+  not_inflatable: 'audit batch payload does not inflate',
+  not_json: 'audit batch payload is not JSON',
+  not_an_array: 'audit batch payload is not an array of events',
+};
 
 /** Reads an audit job's events, compressed or plain. Throws UndecodableAuditBatchError. */
 export async function decodeAuditBatch(data: unknown): Promise<DecodedAuditBatch> {
   const d = (data ?? {}) as Partial<AuditBatchData> & { events?: unknown };
   if (Array.isArray(d.events)) return { events: d.events };
-  if (d.encoding !== 'deflate-raw' || typeof d.payload !== 'string') {
-    throw new UndecodableAuditBatchError('not an audit batch: expected { events: [...] } or a deflate-raw payload');
-  }
+  if (d.encoding !== 'deflate-raw' || typeof d.payload !== 'string')
+    throw new UndecodableAuditBatchError('not_a_batch');
   let json: string;
   try {
     json = (await inflate(Buffer.from(d.payload, 'base64'), { maxOutputLength: MAX_INFLATED_BYTES })).toString('utf8');
-  } catch (err) {
-    throw new UndecodableAuditBatchError(`audit batch payload does not inflate: ${(err as Error).message}`);
+  } catch {
+    throw new UndecodableAuditBatchError('not_inflatable');
   }
   let events: unknown;
   try {
     events = JSON.parse(json);
   } catch {
-    throw new UndecodableAuditBatchError('audit batch payload is not JSON');
+    throw new UndecodableAuditBatchError('not_json');
   }
-  if (!Array.isArray(events)) throw new UndecodableAuditBatchError('audit batch payload is not an array of events');
+  if (!Array.isArray(events)) throw new UndecodableAuditBatchError('not_an_array');
   return { events, json };
 }

@@ -1,47 +1,145 @@
 import type { RedactionPolicy } from '../redaction/define-policy.js';
-import { mergeReceipts, type RedactionReceipt } from '../redaction/receipt.js';
+import type { HmacKeyring } from '../redaction/hmac-keyring.js';
+import { engineOf } from '../redaction/policy-engine.js';
+import { mergeReceipts, ReceiptBuilder, type RedactionReceipt } from '../redaction/receipt.js';
 import { redactDetails } from '../redaction/redact-details.js';
-import { redactString } from '../redaction/redact-string.js';
 import type { AuditEvent } from './audit-event.js';
 import type { AuditRedactor } from './emitter.js';
+import {
+  isActionName,
+  isCode,
+  isEventId,
+  isIdentifier,
+  isJobId,
+  isLibraryKey,
+  isStateRef,
+  isTypeName,
+} from './identifier-grammar.js';
 
-/** Free-text fields a processor or operator fills in; keys and ids the library makes are left as they are. */
-const SCANNED: readonly ('actorId' | 'reasonCode' | 'beforeStateRef' | 'afterStateRef')[] = [
-  'actorId',
-  'reasonCode',
-  'beforeStateRef',
-  'afterStateRef',
-];
+/** The clear-text fields of an event, each with its grammar (see identifier-grammar). */
+type TextField =
+  | 'actorId'
+  | 'action'
+  | 'resourceType'
+  | 'resourceId'
+  | 'reasonCode'
+  | 'taskId'
+  | 'stepId'
+  | 'operationId'
+  | 'operation'
+  | 'jobId'
+  | 'queue'
+  | 'beforeStateRef'
+  | 'afterStateRef';
+
+/** Fields an event can carry: the grammar only reads them (an invalid event may lack some). */
+type EventFields = Partial<Record<keyof AuditEvent, unknown>>;
 
 /**
- * The emitter's redaction step: `details` are allow-listed per action and redacted (fail closed:
- * an action the policy does not list keeps no details, only a count of what was left out), the
- * free-text fields go through the value scanners, and the receipt rides on the event.
+ * The grammar of each field. `resourceId` takes the bounded key form only in the library's own
+ * events about a key; a job id `idem_…` must be the hash of the event's own key.
+ */
+const GRAMMARS: readonly [TextField, (v: string, e: EventFields) => boolean][] = [
+  ['actorId', (v) => isIdentifier(v, 200)],
+  ['action', isActionName],
+  ['resourceType', isTypeName],
+  [
+    'resourceId',
+    (v, e) => isIdentifier(v, 255) || isLibraryKey(v, e.actorType === 'system' && e.resourceType === 'idempotency_key'),
+  ],
+  ['reasonCode', isCode],
+  ['taskId', (v) => isIdentifier(v, 200)],
+  ['stepId', (v) => isIdentifier(v, 200)],
+  ['operationId', (v) => isIdentifier(v, 255) || isLibraryKey(v, true)],
+  ['operation', (v) => isIdentifier(v, 200)],
+  ['jobId', (v, e) => isJobId(v, typeof e.operationId === 'string' ? e.operationId : undefined)],
+  ['queue', (v) => isIdentifier(v, 200)],
+  ['beforeStateRef', isStateRef],
+  ['afterStateRef', isStateRef],
+];
+
+/** Rule id in the receipt of a field that did not match its grammar and was referenced. */
+export const GRAMMAR_RULE = 'grammar.ref';
+
+/**
+ * Applies the field grammars to `event` in place (`source` is the event as it came: the
+ * grammars read it, so one field's reference never changes another's verdict). A value that
+ * fails its grammar becomes the keyed reference `hmac:<kid>:…` of itself: nothing is dropped, a
+ * required field stays non-empty, and an auditor with the key can still match it
+ * (`verifyRef`). A value that already is a reference of the ring (verified, not only
+ * well-shaped) stays as it is, so applying this twice changes nothing.
+ *
+ * @returns the receipt of what was done, or undefined when no field is or holds a reference.
+ */
+export function applyFieldGrammars(
+  source: EventFields,
+  target: EventFields,
+  keyring: HmacKeyring,
+  receiptOf: () => ReceiptBuilder,
+): ReceiptBuilder | undefined {
+  let receipt: ReceiptBuilder | undefined;
+  for (const [field, grammar] of GRAMMARS) {
+    const v = source[field];
+    if (typeof v !== 'string') continue;
+    const known = keyring.recognise(v, 'hmac');
+    if (known !== undefined) {
+      receipt ??= receiptOf();
+      receipt.keyId(known);
+    } else if (!grammar(v, source)) {
+      receipt ??= receiptOf();
+      receipt.hit(GRAMMAR_RULE, [field]);
+      receipt.keyId(keyring.currentId);
+      target[field] = keyring.identifierRef(v);
+    }
+  }
+  const id = source.eventId;
+  if (typeof id === 'string' && !isEventId(id)) {
+    // A reference does not fit an event id (64 characters at most); a keyed digest of the
+    // library's own event-id length does, and passes the grammar the next time.
+    receipt ??= receiptOf();
+    receipt.hit(GRAMMAR_RULE, ['eventId']);
+    target.eventId = keyring.digest('identifier', id).slice(0, 32);
+  }
+  return receipt;
+}
+
+/** True when `extra` adds nothing to `base`: no rule fired, every key id is listed already. */
+function addsNothing(base: RedactionReceipt, extra: RedactionReceipt): boolean {
+  return extra.rules.length === 0 && extra.keyIds.every((k) => base.keyIds.includes(k));
+}
+
+/**
+ * The emitter's redaction step. Every clear-text field (actor, action, resource, codes, task,
+ * step, operation, job, queue, state refs) must match its grammar, or it becomes a keyed
+ * reference; system events too, since job ids, queue names and keys are user-chosen. `details`
+ * are allow-listed per action (fail closed: an action the policy does not list, or one that is
+ * not an action name, keeps no details, only a count of what was left out), typed and redacted,
+ * long text summarised. The receipt rides on the event. Idempotent: an event redacted twice is
+ * the event redacted once, as the writer or a backfill may see an event again.
+ *
+ * @example
+ * const emitter = new AuditEmitter({ queue, pool, redact: auditRedactor(policy) });
  */
 export function auditRedactor(policy: RedactionPolicy): AuditRedactor {
+  const engine = engineOf(policy);
+  const receiptOf = () => new ReceiptBuilder(engine.version, '$', engine.limits.maxReceiptPaths);
   return (event: AuditEvent): AuditEvent => {
     const out: AuditEvent = { ...event };
+    const fields = applyFieldGrammars(event, out, engine.keyring, receiptOf)?.build();
     let receipt: RedactionReceipt | undefined;
     if (event.details) {
-      const r = redactDetails(event.action, event.details, policy, { rootPath: '$.details' });
-      out.details = r.value as Record<string, unknown>;
+      // The allow-list is looked up by the action as it is told: an action that is not an
+      // action name keeps only what every action may keep, the same before and after its ref.
+      const r = redactDetails(out.action, event.details, policy, { rootPath: '$.details' });
+      out.details = r.value;
       receipt = r.receipt;
     }
-    // The library writes system events' text itself (actor `worker:<pid>`, state refs, error
-    // codes); what a processor or operator supplied is scanned.
-    if (event.actorType !== 'system') {
-      for (const f of SCANNED) {
-        const v = event[f];
-        if (v !== undefined) out[f] = redactString(v, policy).slice(0, 255);
-      }
-    } else if (event.reasonCode !== undefined) {
-      out.reasonCode = redactString(event.reasonCode, policy).slice(0, 100);
+    if (fields) receipt = receipt ? mergeReceipts(receipt, fields) : fields;
+    if (receipt) {
+      const before = event.redaction as RedactionReceipt | undefined;
+      if (!before) out.redaction = receipt;
+      else if (!addsNothing(before, receipt)) out.redaction = mergeReceipts(before, receipt);
     }
-    if (event.action.startsWith('tool.') || event.resourceType !== 'idempotency_key') {
-      out.resourceId = redactString(event.resourceId, policy).slice(0, 255);
-    }
-    if (receipt)
-      out.redaction = event.redaction ? mergeReceipts(event.redaction as RedactionReceipt, receipt) : receipt;
     return out;
   };
 }

@@ -72,6 +72,16 @@ export class HmacKeyring {
     return ref;
   }
 
+  /**
+   * The identifier refs of `value` under every key of the ring, current first: what to look a
+   * value up by in a store written before and after a rotation.
+   */
+  identifierRefs(value: string): string[] {
+    return this.ids.map((id) =>
+      id === this.currentId ? this.identifierRef(value) : `hmac:${id}:${this.#body('hmac', 'identifier', value, id)}`,
+    );
+  }
+
   /** `ref:<keyId>:<22 chars>` for a credential reference. */
   opaqueRef(value: string): string {
     return this.#make('ref', 'credential_ref', value);
