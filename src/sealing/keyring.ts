@@ -161,8 +161,8 @@ export class Keyring {
    * The HMAC keys for identifier refs, current first, each under its keyring id: pass them as
    * `hmacKeys` of `defineRedactionPolicy` (or pass the keyring as `keyring`).
    */
-  refKeys(): { id: string; secret: Uint8Array }[] {
-    return this.ids.map((id) => ({ id, secret: (this.#keys.get(id) as Subkeys).refs }));
+  refKeys(): { id: string; secret: Uint8Array<ArrayBuffer> }[] {
+    return this.ids.map((id) => ({ id, secret: new Uint8Array((this.#keys.get(id) as Subkeys).refs) }));
   }
 
   /** Ids only: a keyring never serialises its keys. */
