@@ -10,8 +10,10 @@ import { eventsForRecord } from '../src/audit/derive.js';
 import { auditEventFromWrapper } from '../src/audit/from-wrapper.js';
 import { boundedKey, type IdempotencyKey, jobIdFor, type PostgresLedger } from '../src/index.js';
 import { ENVELOPE_FIELD } from '../src/operation/envelope.js';
+import { type SealedResult, unseal } from '../src/sealing/sealed-result.js';
 import { bull } from './helpers/bullmq.js';
 import { TestContext } from './helpers/context.js';
+import { TEST_KEYRING_SPEC, testKeyring } from './helpers/keyring.js';
 import { childEnv, runTs } from './helpers/spawn.js';
 
 const t = new TestContext('cli');
@@ -189,15 +191,10 @@ describe('bullmq-idempotency CLI', () => {
         'alice',
         '--json',
       ]),
-      cli([
-        'resolve',
-        toResolve,
-        '--committed',
-        '--result',
-        '{"assetId":"a9"}',
-        '--reason',
-        'found it in the provider',
-      ]),
+      cli(
+        ['resolve', toResolve, '--committed', '--result', '{"assetId":"a9"}', '--reason', 'found it in the provider'],
+        { BQI_KEYRING: TEST_KEYRING_SPEC },
+      ),
       cli(['resolve', settled, '--not-committed', '--reason', 'oops']),
       cli(['invalidate', 'acme%2Fassets.create:absent:v1', '--reason', 'x']),
     ]);
@@ -236,7 +233,8 @@ describe('bullmq-idempotency CLI', () => {
       retentionMs: 3_600_000,
       downstream: 'none',
     });
-    expect(replay).toMatchObject({ kind: 'completed', result: { assetId: 'a9' } });
+    expect(replay.kind).toBe('completed');
+    expect(unseal((replay as { result: SealedResult<unknown> }).result, testKeyring)).toEqual({ assetId: 'a9' });
     const resolvedEvents = await auditRows("resource_id = $1 and action = 'idempotency.resolved'", [toResolve]);
     expect(resolvedEvents).toHaveLength(1);
     expect(resolvedEvents[0]).toMatchObject({ actor_type: 'user', reason_code: 'OPERATOR_RESOLVED_COMMITTED' });

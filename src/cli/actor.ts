@@ -12,3 +12,17 @@ export function defaultActor(): string {
     return process.env.USER || process.env.LOGNAME || 'unknown-operator';
   }
 }
+
+/** Plain names only: letters and digits with `. _ : -` inside, short segments, no long digit runs. */
+const PLAIN_ACTOR = /^[A-Za-z0-9](?:[A-Za-z0-9._:-]{0,62}[A-Za-z0-9])?$/;
+
+/**
+ * The actor as the CLI's own output names it: `user:<actor>` for a plain name. Anything else
+ * (an e-mail address, a token, a long id) is not echoed: the audit trail keeps it under its own
+ * grammar (in clear or as a keyed reference), and stdout is often logged.
+ */
+export function actorLabel(actor: string): string {
+  const plain =
+    PLAIN_ACTOR.test(actor) && !/\d{10}/.test(actor) && actor.split(/[._:-]/).every((part) => part.length <= 24);
+  return plain ? `user:${actor}` : 'user (given by --actor, not echoed: not a plain name)';
+}

@@ -5,6 +5,7 @@ import type { CliConfig } from '../config/env.js';
 import { ConfigError } from '../config/errors.js';
 import { checkRedis, connectPostgres } from '../config/services.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import type { Keyring } from '../sealing/keyring.js';
 
 // Heavy modules (bullmq, pg, kysely, zod) are imported on use, so `--help` and usage errors
 // answer at once and a Postgres-only command never loads BullMQ.
@@ -60,6 +61,19 @@ export class CliContext {
   require(...vars: (keyof typeof HINTS)[]): void {
     const missing = vars.filter((v) => !(v === 'DATABASE_URL' ? this.config.databaseUrl : this.config.redisUrl));
     if (missing.length > 0) throw new ConfigError(missing.map((v) => ({ variable: v, message: HINTS[v] })));
+  }
+
+  /**
+   * The keyring of BQI_KEYRING (validated when the configuration was read); a configuration
+   * error (exit 3) naming `usedBy` when it is unset.
+   */
+  keyring(usedBy: string): Keyring {
+    if (!this.config.keyring) {
+      throw new ConfigError([
+        { variable: 'BQI_KEYRING', message: `is required by ${usedBy} (id:base64:…, the current key first)` },
+      ]);
+    }
+    return this.config.keyring;
   }
 
   pool(): Promise<pg.Pool> {

@@ -1,5 +1,3 @@
-import type { LedgerRecord } from '../ledger/types.js';
-
 /** `1.2s`, `3m 4s`, `2h 5m`, `3d 4h`. */
 export function formatDuration(ms: number): string {
   const abs = Math.abs(ms);
@@ -35,43 +33,4 @@ export function table(rows: [string, string][]): string {
 /** Pretty JSON for `--json` (dates become ISO strings). */
 export function toJson(value: unknown): string {
   return JSON.stringify(value, null, 2);
-}
-
-/** The human form of `inspect`. */
-export function renderRecord(r: LedgerRecord, now = Date.now()): string {
-  const rows: [string, string][] = [
-    ['key', r.key],
-    ['status', `${r.status} (epoch ${r.epoch}, last transition ${r.lastTransition})`],
-    ['operation', r.operation],
-    ['namespace', r.namespace],
-    ['resource key', r.resourceKey],
-    ['version', r.version],
-    ['downstream', r.downstream],
-    ['fingerprint', r.fingerprint],
-  ];
-  if (r.status === 'locked') {
-    rows.push(['lease', `${r.leaseOwner ?? '(no owner)'}, expires ${formatTime(r.leaseExpiresAt, now)}`]);
-  }
-  if (r.result !== null) rows.push(['result', preview(r.result)]);
-  if (r.error) rows.push(['error', `${r.error.code}: ${r.error.message}`]);
-  if (r.retryable !== null) rows.push(['retryable', String(r.retryable)]);
-  if (r.queue || r.jobId) rows.push(['job', `${r.queue ?? '?'} / ${r.jobId ?? '?'}`]);
-  if (r.taskId) rows.push(['task', r.taskId]);
-  if (r.stepId) rows.push(['step', r.stepId]);
-  rows.push(
-    ['created', formatTime(r.createdAt, now)],
-    ['claimed', `${formatTime(r.claimedAt, now)} by ${r.claimTransition}`],
-    ['updated', formatTime(r.updatedAt, now)],
-  );
-  if (r.completedAt) rows.push(['completed', formatTime(r.completedAt, now)]);
-  rows.push(['expires', r.expiresAt ? formatTime(r.expiresAt, now) : '- (kept while not terminal)']);
-  rows.push(['retention', formatDuration(r.retentionMs)]);
-  let text = table(rows);
-  if (r.status === 'unknown') {
-    text +=
-      '\n\nThe outcome of the last attempt is unknown: no attempt runs until an operator settles it.\n' +
-      `  bullmq-idempotency resolve '${r.key}' --committed --result '<json>' --reason '<why>'\n` +
-      `  bullmq-idempotency resolve '${r.key}' --not-committed --reason '<why>'`;
-  }
-  return text;
 }

@@ -1,4 +1,5 @@
-import { type AuditEvent, auditEventSchema } from '../audit/audit-event.js';
+import { randomUUID } from 'node:crypto';
+import { type AuditEvent, auditEventSchema, eventIdFor } from '../audit/audit-event.js';
 import { parentKeyOf } from '../audit/derive.js';
 import { auditEventFromWrapper } from '../audit/from-wrapper.js';
 import type { LedgerRecord, LedgerStatus, WriteReceipt } from '../ledger/types.js';
@@ -72,13 +73,58 @@ export function operatorEvent(a: OperatorAction): AuditEvent {
   };
 }
 
+/** The action of the event an opening of sealed values writes. */
+export const DECRYPT_ACTION = 'operator.decrypt';
+
+/** What an operator opened and why: the event written before any plaintext is shown. */
+export type DecryptAction = {
+  record: LedgerRecord;
+  actorId: string;
+  reason: string;
+  /** The sealed parts opened, in the order shown. */
+  opened: readonly ('result' | 'error')[];
+  /** The keyring ids that opened them. */
+  keyIds: readonly string[];
+};
+
 /**
- * Checks, before the ledger is touched, that the event this action will write is valid (an
- * over-long actor id would otherwise change the ledger and then fail the audit write).
+ * The audit event of an `inspect --decrypt`: who (`actorId`), what (the key as resource, the
+ * parts opened and the key ids in `details`), why (`details.reason`, scanned and bounded as
+ * every operator reason). Each opening is its own event: the id takes a random part, so two
+ * openings of the same record are two rows. It is not a ledger transition: the state refs are
+ * the record's state, before and after alike.
  */
-export function assertAuditable(a: Omit<OperatorAction, 'receipt'>): void {
-  const probe = operatorEvent({ ...a, receipt: { key: a.record.key, epoch: a.record.epoch + 1, at: new Date() } });
-  const parsed = auditEventSchema.safeParse(probe);
+export function decryptEvent(a: DecryptAction, at: Date = new Date()): AuditEvent {
+  const r = a.record;
+  const state = `ledger:${r.status}@${r.epoch}`;
+  const event: AuditEvent = {
+    eventId: eventIdFor(DECRYPT_ACTION, r.key, r.epoch, randomUUID()),
+    actorType: 'user',
+    actorId: a.actorId,
+    action: DECRYPT_ACTION,
+    resourceType: 'idempotency_key',
+    resourceId: r.key,
+    decision: 'allow',
+    reasonCode: 'OPERATOR_DECRYPTED',
+    beforeStateRef: state,
+    afterStateRef: state,
+    createdAt: at.toISOString(),
+    operation: r.operation,
+    operationId: parentKeyOf(r),
+    phase: 'outcome',
+    epoch: r.epoch,
+    details: { reason: cleanReason(a.reason), via: 'cli', opened: [...a.opened], keyIds: [...a.keyIds] },
+  };
+  if (r.taskId) event.taskId = r.taskId;
+  if (r.stepId) event.stepId = r.stepId;
+  if (r.jobId) event.jobId = r.jobId;
+  if (r.queue) event.queue = r.queue;
+  return event;
+}
+
+/** Throws a usage error (exit 2) when the audit trail would refuse `event`. */
+export function assertValidEvent(event: AuditEvent): void {
+  const parsed = auditEventSchema.safeParse(event);
   if (!parsed.success) {
     throw new CliError(
       EXIT.usage,
@@ -87,4 +133,12 @@ export function assertAuditable(a: Omit<OperatorAction, 'receipt'>): void {
         .join('; ')}`,
     );
   }
+}
+
+/**
+ * Checks, before the ledger is touched, that the event this action will write is valid (an
+ * over-long actor id would otherwise change the ledger and then fail the audit write).
+ */
+export function assertAuditable(a: Omit<OperatorAction, 'receipt'>): void {
+  assertValidEvent(operatorEvent({ ...a, receipt: { key: a.record.key, epoch: a.record.epoch + 1, at: new Date() } }));
 }

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { defaultActor, MAX_ACTOR_LENGTH } from './actor.js';
 import type { BackfillCommandOptions } from './commands/backfill.js';
-import type { ResolveCommandOptions } from './commands/ledger.js';
+import type { InspectCommandOptions, ResolveCommandOptions } from './commands/ledger.js';
 import type { CliContext, Output } from './context.js';
 
 // Command modules are imported when their command runs: `--help` and usage errors never load
@@ -13,14 +13,6 @@ import type { CliContext, Output } from './context.js';
 function parseKeyArg(text: string): string {
   if (text.trim().length === 0) throw new InvalidArgumentError('the key must not be empty.');
   return text.trim();
-}
-
-function parseJsonArg(text: string): { value: unknown } {
-  try {
-    return { value: JSON.parse(text) };
-  } catch (err) {
-    throw new InvalidArgumentError(`not JSON (${(err as Error).message}); quote strings: '"done"'.`);
-  }
 }
 
 function parseDateArg(text: string): Date {
@@ -78,6 +70,8 @@ Environment:
   BQI_SCHEMA       schema of the library's tables (default public)
   BQI_PREFIX       BullMQ prefix (default bull)
   BQI_AUDIT_QUEUE  audit queue (default bullmq-idempotency-audit)
+  BQI_KEYRING      keys of sealed values, id:base64:... comma-separated, the current key first:
+                   inspect --decrypt and resolve --committed only (never printed)
 
 Exit codes:
   0 ok · 1 other failure · 2 bad arguments · 3 missing or bad configuration
@@ -127,18 +121,33 @@ export function buildProgram(options: { env?: Record<string, string | undefined>
 
   program
     .command('inspect')
-    .description('show the ledger record of a key (or of the key a job carries)')
+    .description('show the ledger record of a key (or of the key a job carries); sealed values stay sealed')
     .argument('<key>', `${KEY_HELP}; with --job, the job id`, parseKeyArg)
     .option('--job <queue>', 'read the key from the data envelope of job <key> in <queue> (needs REDIS_URL)')
-    .option('--json', 'machine-readable output')
+    .option('--json', 'machine-readable output (the stored forms: sealed values as sealed strings)')
+    .option(
+      '--decrypt',
+      'open the sealed result and error text with BQI_KEYRING and print them (needs --reason; audited first)',
+    )
+    .option('--reason <text>', `with --decrypt: ${REASON_HELP}`, parseReasonArg)
+    .option('--actor <id>', 'with --decrypt: who opens, for the audit trail', parseActorArg, defaultActor())
     .addHelpText(
       'after',
       `
+Sealed values are shown by what is in clear and where the rest is:
+  result:  {"chargeId":"ch_1"} + sealed (key k1, 212 bytes)
+  error:   CARD_DECLINED (TerminalError): sealed message, 31 bytes; text sealed (key k1, 840 bytes)
+
+--decrypt writes an operator.decrypt audit event (actor, key, what was opened, reason) before it
+prints anything; if that write fails, or a value is sealed with a key BQI_KEYRING does not hold
+(IDEMPOTENCY_SEAL_KEY_UNKNOWN), nothing is printed and the exit code is 1.
+
 Examples:
   $ bullmq-idempotency inspect 'acme%2Fassets.create:task%3A42:v1'
-  $ bullmq-idempotency inspect --job assets idem_Qm9v... --json`,
+  $ bullmq-idempotency inspect --job assets idem_Qm9v... --json
+  $ BQI_KEYRING=... bullmq-idempotency inspect KEY --decrypt --reason 'refund dispute, case 1234'`,
     )
-    .action(async (key: string, opts: { job?: string; json?: boolean }) => {
+    .action(async (key: string, opts: InspectCommandOptions) => {
       const { inspectCommand } = await import('./commands/ledger.js');
       await withContext((ctx) => inspectCommand(ctx, key, opts));
     });
@@ -163,13 +172,16 @@ Examples:
       new Option('--committed', 'the side effect happened: --result is what replays return').conflicts('notCommitted'),
     )
     .addOption(new Option('--not-committed', 'the side effect did not happen: the next claim executes again'))
-    .option('--result <json>', 'the outcome, as JSON (with --committed)', parseJsonArg)
+    .option('--result <json>', 'the outcome, as JSON (with --committed); recorded sealed with BQI_KEYRING')
     .requiredOption('--reason <text>', REASON_HELP, parseReasonArg)
     .option('--actor <id>', 'who acts, for the audit trail', parseActorArg, defaultActor())
     .option('--json', 'machine-readable output')
     .addHelpText(
       'after',
       `
+--committed needs BQI_KEYRING: the result is sealed with its current key before it is recorded,
+so a replay returns it sealed like any other; it is never printed.
+
 Examples:
   $ bullmq-idempotency resolve KEY --committed --result '{"assetId":"a1"}' --reason 'found in the provider dashboard'
   $ bullmq-idempotency resolve KEY --not-committed --reason 'the provider has no record of it'`,

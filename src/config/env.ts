@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { IdempotencyConfigError } from '../errors/errors.js';
+import { type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
 import { ConfigError } from './errors.js';
 
 export { ConfigError, describeUrl } from './errors.js';
@@ -32,6 +34,12 @@ export type Config = {
 export type CliConfig = Pick<Config, 'schema' | 'prefix' | 'auditQueue'> & {
   databaseUrl?: string;
   redisUrl?: string;
+  /**
+   * `BQI_KEYRING`: the keys that open sealed results and error text (`inspect --decrypt`) and
+   * seal an operator's result (`resolve --committed`), in the form of `parseKeyringSpec`:
+   * `k2:base64:…,k1:base64:…`, the current key first. Unset: sealed values stay sealed.
+   */
+  keyring?: Keyring;
 };
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -88,6 +96,32 @@ const name = (what: string, max: number) =>
     .max(max, `must be at most ${max} characters`)
     .refine((s) => !CONTROL_OR_SPACE.test(s), `must be a ${what} without white space or control characters`);
 
+/**
+ * A keyring spec, parsed. Its messages name key ids and what is wrong (malformed entry, repeated
+ * id, weak secret), never the secrets: the spec itself is not quoted, and an error that is not
+ * the keyring's own is replaced by a fixed message.
+ */
+const keyringSpec = z.string().transform((spec, ctx) => {
+  // `base64:…` alone parses as a key named base64 whose secret is the encoded text: refuse it.
+  const unnamed = spec.split(',').findIndex((part) => /^\s*(?:base64|hex):/.test(part));
+  if (unnamed >= 0) {
+    ctx.addIssue({ code: 'custom', message: `entry ${unnamed + 1} has no key id (expected id:base64:…)` });
+    return z.NEVER;
+  }
+  try {
+    return parseKeyringSpec(spec);
+  } catch (err) {
+    ctx.addIssue({
+      code: 'custom',
+      message:
+        err instanceof IdempotencyConfigError
+          ? `is not a usable keyring: ${err.message} (expected id:base64:…, comma-separated, the current key first)`
+          : 'is not a usable keyring (expected id:base64:…, comma-separated, the current key first)',
+    });
+    return z.NEVER;
+  }
+});
+
 const fields = {
   DATABASE_URL: databaseUrl,
   REDIS_URL: redisUrl,
@@ -117,6 +151,7 @@ const cliSchema = z.object({
   BQI_SCHEMA: fields.BQI_SCHEMA,
   BQI_PREFIX: fields.BQI_PREFIX,
   BQI_AUDIT_QUEUE: fields.BQI_AUDIT_QUEUE,
+  BQI_KEYRING: keyringSpec.optional(),
 });
 
 type Env = Record<string, string | undefined>;
@@ -182,5 +217,6 @@ export function loadCliConfig(env: Env = process.env): CliConfig {
     auditQueue: e.BQI_AUDIT_QUEUE,
     ...(e.DATABASE_URL ? { databaseUrl: e.DATABASE_URL } : {}),
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
+    ...(e.BQI_KEYRING ? { keyring: e.BQI_KEYRING } : {}),
   };
 }

@@ -3,11 +3,15 @@ import { IllegalTransitionError } from '../../errors/errors.js';
 import { boundedKey, idempotencyKeySchema } from '../../keys/idempotency-key.js';
 import type { LedgerRecord } from '../../ledger/types.js';
 import { ENVELOPE_FIELD } from '../../operation/envelope.js';
+import type { Keyring } from '../../sealing/keyring.js';
+import { sealResult } from '../../sealing/sealed-result.js';
+import { actorLabel } from '../actor.js';
 import type { CliContext } from '../context.js';
-import { CliError, EXIT, notFound } from '../errors.js';
-import { renderRecord, table, toJson } from '../format.js';
+import { CliError, EXIT, notFound, usageError } from '../errors.js';
+import { table, toJson } from '../format.js';
 import { normalizeKey } from '../keys.js';
 import type { OperatorAction } from '../operator-audit.js';
+import { renderRecord } from '../render-record.js';
 
 function missingKey(key: string): CliError {
   const hint = key.startsWith('idem_')
@@ -50,18 +54,29 @@ async function keyOfJob(ctx: CliContext, queueName: string, jobId: string) {
   };
 }
 
-export async function inspectCommand(
-  ctx: CliContext,
-  keyOrJobId: string,
-  opts: { job?: string; json?: boolean },
-): Promise<void> {
+export type InspectCommandOptions = {
+  job?: string;
+  json?: boolean;
+  /** Open the sealed result and error text (needs BQI_KEYRING and `reason`; audited first). */
+  decrypt?: boolean;
+  reason?: string;
+  actor: string;
+};
+
+export async function inspectCommand(ctx: CliContext, keyOrJobId: string, opts: InspectCommandOptions): Promise<void> {
+  if (!opts.decrypt && opts.reason !== undefined) throw usageError('--reason goes with --decrypt only');
+  const keyring = opts.decrypt ? decryptKeyring(ctx, opts) : undefined;
   ctx.require('DATABASE_URL');
   let key = opts.job === undefined ? normalizeKey(keyOrJobId) : keyOrJobId;
   let job: Awaited<ReturnType<typeof keyOfJob>>['job'] | undefined;
   if (opts.job !== undefined) ({ key, job } = await keyOfJob(ctx, opts.job, keyOrJobId));
   const record = await (await ctx.ledger()).get(key);
+  // Opened in memory and audited before anything is printed: a failure prints nothing else.
+  const opening = record && keyring ? await openAudited(ctx, record, keyring, opts) : undefined;
+  const opened = opening?.opened ?? {};
   if (opts.json) {
-    if (job || record) ctx.io.out(toJson(job ? { job, record } : record));
+    const extra = opening ? { opened, auditEventId: opening.auditEventId } : {};
+    if (job || record) ctx.io.out(toJson(job ? { job, record, ...extra } : { ...record, ...extra }));
   } else {
     if (job) {
       ctx.io.out(
@@ -73,12 +88,55 @@ export async function inspectCommand(
         ])}\n`,
       );
     }
-    if (record) ctx.io.out(renderRecord(record));
+    if (record) ctx.io.out(renderRecord(record, opened));
+    if (opening) {
+      ctx.io.out(
+        opening.auditEventId
+          ? `\nopened ${opening.parts.join(' and ')}; audit event ${opening.auditEventId} (actor ${actorLabel(opts.actor)})`
+          : '\nnothing sealed to open',
+      );
+    }
   }
   if (!record) {
     if (job) throw notFound(`no ledger record for key ${key}: the job has not claimed it yet, or it expired`);
     throw missingKey(key);
   }
+}
+
+/** The keyring `--decrypt` opens with; a usage or configuration error before anything is read. */
+function decryptKeyring(ctx: CliContext, opts: InspectCommandOptions): Keyring {
+  if (opts.reason === undefined) {
+    throw usageError('--decrypt needs --reason <text>: why the sealed values are opened (kept in the audit event)');
+  }
+  return ctx.keyring('--decrypt: it holds the keys that open sealed values');
+}
+
+/**
+ * Opens the sealed parts of `record` and writes the `operator.decrypt` event before returning
+ * them. Fails closed: when the event cannot be written, the values are not returned.
+ */
+async function openAudited(ctx: CliContext, record: LedgerRecord, keyring: Keyring, opts: InspectCommandOptions) {
+  const { openRecord } = await import('../open-record.js');
+  const { assertValidEvent, decryptEvent } = await import('../operator-audit.js');
+  const opening = openRecord(record, keyring);
+  if (opening.parts.length === 0) return { ...opening, auditEventId: undefined };
+  const event = decryptEvent({
+    record,
+    actorId: opts.actor,
+    reason: opts.reason as string,
+    opened: opening.parts,
+    keyIds: opening.keyIds,
+  });
+  assertValidEvent(event);
+  try {
+    await storeOperatorEvent(ctx, event);
+  } catch (err) {
+    throw new CliError(
+      EXIT.failure,
+      `the audit event of this opening could not be written (${(err as Error).message}); nothing was shown`,
+    );
+  }
+  return { ...opening, auditEventId: event.eventId };
 }
 
 export async function invalidateCommand(
@@ -116,7 +174,7 @@ export async function invalidateCommand(
   } else {
     ctx.io.out(
       `invalidated ${key}: was ${receipt.previousStatus} (epoch ${record.epoch}), now invalidated at epoch ${receipt.epoch}; ` +
-        `the next claim executes again\naudit event ${eventId} (actor user:${opts.actor})`,
+        `the next claim executes again\naudit event ${eventId} (actor ${actorLabel(opts.actor)})`,
     );
   }
 }
@@ -124,7 +182,8 @@ export async function invalidateCommand(
 export type ResolveCommandOptions = {
   committed?: boolean;
   notCommitted?: boolean;
-  result?: { value: unknown };
+  /** The result as JSON text; parsed here, so a parse error never quotes it. */
+  result?: string;
   reason: string;
   actor: string;
   json?: boolean;
@@ -140,6 +199,11 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
   if (opts.notCommitted && opts.result !== undefined) {
     throw new CliError(EXIT.usage, '--result goes with --committed only');
   }
+  const value = opts.result === undefined ? undefined : parseResult(opts.result);
+  // The result is recorded sealed, as the wrapper records one: without the keyring, nothing is.
+  const keyring = opts.committed
+    ? ctx.keyring('resolve --committed: the result is sealed with its current key before it is recorded')
+    : undefined;
   const key = normalizeKey(keyArg);
   ctx.require('DATABASE_URL');
   const { assertAuditable, operatorEvent } = await import('../operator-audit.js');
@@ -166,7 +230,7 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
   try {
     receipt = await ledger.resolve(
       key,
-      committed ? { committed: true, result: (opts.result as { value: unknown }).value } : { committed: false },
+      keyring ? { committed: true, result: sealResult(value, [], keyring) } : { committed: false },
     );
   } catch (err) {
     if (err instanceof IllegalTransitionError && err.details.from !== null) {
@@ -194,15 +258,29 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
         ? `resolved ${key} as committed: completed at epoch ${receipt.epoch}; replays return the given result`
         : `resolved ${key} as not committed: released at epoch ${receipt.epoch}; the next claim executes again`,
     );
-    ctx.io.out(`audit event ${eventId} (actor user:${opts.actor})`);
+    ctx.io.out(`audit event ${eventId} (actor ${actorLabel(opts.actor)})`);
   }
+}
+
+/** The operator's result: JSON, which the error never quotes (it may be what the key must keep). */
+function parseResult(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw usageError(`--result is not JSON (${text.length} characters); quote strings: '"done"'`);
+  }
+}
+
+/** Writes an operator's event straight to Postgres; throws when it is not stored. */
+async function storeOperatorEvent(ctx: CliContext, event: AuditEvent): Promise<void> {
+  const r = await (await ctx.store()).writeBatch([event]);
+  if (r.deadLettered > 0) throw new Error('the event was refused and dead-lettered');
 }
 
 /** Writes an operator's event straight to Postgres; the ledger change has already happened. */
 export async function writeOperatorEvent(ctx: CliContext, event: AuditEvent, done: string): Promise<string> {
   try {
-    const r = await (await ctx.store()).writeBatch([event]);
-    if (r.deadLettered > 0) throw new Error('the event was refused and dead-lettered');
+    await storeOperatorEvent(ctx, event);
     return event.eventId;
   } catch (err) {
     throw new CliError(
