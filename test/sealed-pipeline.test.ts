@@ -302,6 +302,61 @@ describe('error text is sealed; code and class stay readable', () => {
   });
 });
 
+describe('results that cannot be recorded', () => {
+  it('a result failing its schema: the recorded error names paths and issue codes, never the data', async () => {
+    const keyring = defineKeyring({ keys: [key()] });
+    const dirtyKey = fresh('sk_');
+    const operation = defineOperation({
+      name: 'strict.result',
+      namespace: 'test/strict.result',
+      version: 'v1',
+      input: z.object({ id: z.string() }),
+      effect: (i) => i,
+      resourceKey: (i) => `r:${i.id}`,
+      retention: '1h',
+      lease: '5s',
+      downstream: 'idempotent',
+      result: z.strictObject({ ok: z.boolean() }),
+    });
+    const q = queue('strict');
+    worker(
+      'strict',
+      withIdempotency(operation, async () => ({ ok: true, [dirtyKey]: 1 }) as { ok: boolean }, { ledger, keyring }),
+    );
+    const r = await settled(q, (await operation.enqueue(q, { id: 'a' })).jobId);
+    expect(r.state).toBe('failed');
+    expect(r.failedReason).toMatch(
+      /^IDEMPOTENCY_INVALID_INPUT: Invalid result of strict.result: \(root\) \(unrecognized_keys\)/,
+    );
+    const rec = await ledger.get(operation.keyFor({ id: 'a' }));
+    expect(rec?.status).toBe('unknown'); // the effect ran: an operator decides
+    expect(plaintextFound(await dumpPostgres(t), [dirtyKey])).toEqual([]);
+    expect(plaintextFound(await dumpRedis(t), [dirtyKey])).toEqual([]);
+    expect(openRecordedError(rec?.error ?? { code: '', message: '' }, keyring)?.text).toContain(dirtyKey);
+  });
+
+  it('a frozen error is replaced, not rewritten in place: still no plaintext, still a code', async () => {
+    const keyring = defineKeyring({ keys: [key()] });
+    const secret = fresh('frozen_');
+    const operation = op('frozen.run');
+    const q = queue('frozen');
+    worker(
+      'frozen',
+      withIdempotency(
+        operation,
+        async () => {
+          throw Object.freeze(new TerminalError('FROZEN', `frozen ${secret}`));
+        },
+        { ledger, keyring },
+      ),
+    );
+    const r = await settled(q, (await operation.enqueue(q, { id: 'f' })).jobId);
+    expect(r.state).toBe('failed');
+    expect(r.failedReason).toMatch(/FROZEN/);
+    expect(plaintextFound(await dumpRedis(t), [secret])).toEqual([]);
+  });
+});
+
 describe('declared sensitive input travels sealed', () => {
   function cardOp() {
     return defineOperation({

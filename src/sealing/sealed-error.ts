@@ -54,6 +54,17 @@ export function asError(thrown: unknown): Error {
  * whole text — message, stack, causes, AggregateError's errors — sealed.
  */
 export function recordedError(thrown: unknown, keyring: Keyring): RecordedError {
+  // The same error is recorded in the ledger and then handed to BullMQ: seal it once.
+  const memo = typeof thrown === 'object' && thrown !== null ? RECORDED.get(thrown) : undefined;
+  if (memo && memo.keyring === keyring) return memo.recorded;
+  const recorded = recordNew(thrown, keyring);
+  if (typeof thrown === 'object' && thrown !== null) RECORDED.set(thrown, { keyring, recorded });
+  return recorded;
+}
+
+const RECORDED = new WeakMap<object, { keyring: Keyring; recorded: RecordedError }>();
+
+function recordNew(thrown: unknown, keyring: Keyring): RecordedError {
   const err = asError(thrown);
   const rawCode = (err as { code?: unknown }).code;
   const name = cleanName(typeof err.name === 'string' && err.name ? err.name : 'Error', keyring);
@@ -94,6 +105,13 @@ export function sealThrown(err: Error, recorded: RecordedError): Error {
   const name = recorded.name ?? 'Error';
   const head = recorded.code === name ? name : `${recorded.code} (${name})`;
   const message = `${head}: ${recorded.message}`;
+  if (!Object.isExtensible(err) || Object.isFrozen(err)) {
+    // A frozen error cannot be rewritten: BullMQ gets a plain one in its place.
+    const plain = new Error(message);
+    plain.name = name;
+    plain.stack = `${name}: ${message}\n    sealed: ${recorded.sealed ?? ''}`;
+    return plain;
+  }
   Object.defineProperty(err, 'message', { value: message, writable: true, configurable: true, enumerable: false });
   Object.defineProperty(err, 'stack', {
     value: `${name}: ${message}\n    sealed: ${recorded.sealed ?? ''}`,
