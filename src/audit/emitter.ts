@@ -1,11 +1,14 @@
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
+import { ZodError } from 'zod';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { storable, storableText } from '../db/storable.js';
+import { isCleanName } from '../errors/clean-name.js';
 import type { AuditSink, Logger, WrapperEvent } from '../worker/types.js';
 import type { AuditEvent } from './audit-event.js';
 import { auditBatchJob } from './batch-codec.js';
 import { parseAuditEvent } from './check-event.js';
+import { formatReason, invalidEventReason } from './dead-letter-reason.js';
 import { auditEventFromWrapper } from './from-wrapper.js';
 
 /** Scrubs an event before it leaves the process (Redis is storage too). */
@@ -82,10 +85,9 @@ export class AuditEmitter implements AuditSink {
       clean = parseAuditEvent(this.opts.redact(event));
     } catch (err) {
       this.metrics.invalid++;
-      this.opts.logger?.error(
-        { eventId: event.eventId, action: event.action, err: (err as Error).message },
-        'audit event refused',
-      );
+      // Codes and schema paths only: zod's text, and the event's own fields, can quote data.
+      const reason = err instanceof ZodError ? formatReason(invalidEventReason(err)) : 'AUDIT_EVENT_INVALID';
+      this.opts.logger?.error({ reason }, 'audit event refused');
       return;
     }
     if (this.closed) {
@@ -130,7 +132,7 @@ export class AuditEmitter implements AuditSink {
         () => {
           this.metrics.enqueued += events.length;
         },
-        (err: Error) => this.toOutbox(events, `enqueue failed: ${err.message}`),
+        (err: Error) => this.toOutbox(events, `enqueue failed: ${errorCode(err)}`),
       );
     this.track(p, events.length);
   }
@@ -146,7 +148,7 @@ export class AuditEmitter implements AuditSink {
       this.metrics.outboxed += events.length;
     } catch (err) {
       this.metrics.dropped += events.length;
-      this.opts.logger?.error({ count: events.length, err: (err as Error).message, reason }, 'audit events lost');
+      this.opts.logger?.error({ count: events.length, err: errorCode(err), reason }, 'audit events lost');
     }
   }
 
@@ -157,4 +159,12 @@ export class AuditEmitter implements AuditSink {
       this.held -= held;
     });
   }
+}
+
+/** An error as the emitter logs it: its code (a SQLSTATE, `ECONNREFUSED`) or class name, never its text. */
+function errorCode(err: unknown): string {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && isCleanName(code)) return code;
+  const name = (err as { name?: unknown }).name;
+  return typeof name === 'string' && isCleanName(name) ? name : 'Error';
 }
