@@ -12,6 +12,7 @@ import { defineOperation } from '../src/operation/define-operation.js';
 import { isSealedResult, type SealedResult, unseal } from '../src/sealing/sealed-result.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { bull, settled } from './helpers/bullmq.js';
+import { unknownRecord } from './helpers/cli-records.js';
 import { TestContext } from './helpers/context.js';
 import { TEST_KEYRING_SPEC, testKeyring } from './helpers/keyring.js';
 import { childEnv, runTs } from './helpers/spawn.js';
@@ -65,21 +66,7 @@ async function decryptRows(key: string) {
   return r.rows;
 }
 
-/** A record whose last attempt's outcome is unknown, for `resolve`. */
-async function unknownRecord(order: string): Promise<string> {
-  const key = keyOf(order);
-  const c = await ledger.claim({
-    key,
-    operation: 'payments.charge',
-    fingerprint: `fp-${order}`,
-    leaseMs: 10_000,
-    retentionMs: 3_600_000,
-    downstream: 'none',
-  });
-  if (c.kind !== 'acquired') throw new Error(`seed ${order}: ${c.kind}`);
-  await ledger.markUnknown(key, c.epoch, { code: 'TIMEOUT', message: 'no answer from the provider' });
-  return boundedKey(key);
-}
+const unknown = (order: string) => unknownRecord(ledger, keyOf(order), 'payments.charge');
 
 beforeAll(async () => {
   await t.setup();
@@ -252,8 +239,8 @@ describe('sealed values in the CLI', () => {
   it('resolve --committed seals the result before it is recorded; a replay unseals to exactly that JSON', async () => {
     const secret = fresh('sk_');
     const resultJson = JSON.stringify({ secret, amount: 42, tags: ['a', 'ü'] });
-    const key = await unknownRecord('resolve-sealed');
-    const refused = await unknownRecord('resolve-refused');
+    const key = await unknown('resolve-sealed');
+    const refused = await unknown('resolve-refused');
     const [noKeyring, badJson, resolved] = await Promise.all([
       cli(['resolve', refused, '--committed', '--result', resultJson, '--reason', 'x']),
       cli(['resolve', refused, '--committed', '--result', resultJson.slice(0, -1), '--reason', 'x'], withKey),
@@ -290,7 +277,7 @@ describe('sealed values in the CLI', () => {
     const replay = await ledger.claim({
       key: keyOf('resolve-sealed'),
       operation: 'payments.charge',
-      fingerprint: 'fp-resolve-sealed',
+      fingerprint: 'fp-order:resolve-sealed',
       leaseMs: 10_000,
       retentionMs: 3_600_000,
       downstream: 'none',

@@ -12,6 +12,7 @@ import { boundedKey, type IdempotencyKey, jobIdFor, type PostgresLedger } from '
 import { ENVELOPE_FIELD } from '../src/operation/envelope.js';
 import { type SealedResult, unseal } from '../src/sealing/sealed-result.js';
 import { bull } from './helpers/bullmq.js';
+import { unknownRecord } from './helpers/cli-records.js';
 import { TestContext } from './helpers/context.js';
 import { TEST_KEYRING_SPEC, testKeyring } from './helpers/keyring.js';
 import { childEnv, runTs } from './helpers/spawn.js';
@@ -55,20 +56,7 @@ async function completed(resourceKey: string, result: unknown, extra: { taskId?:
   return boundedKey(key);
 }
 
-async function unknown(resourceKey: string) {
-  const key = keyOf(resourceKey);
-  const c = await ledger.claim({
-    key,
-    operation: 'assets.create',
-    fingerprint: `fp-${resourceKey}`,
-    leaseMs: 10_000,
-    retentionMs: 3_600_000,
-    downstream: 'none',
-  });
-  if (c.kind !== 'acquired') throw new Error(`seed ${resourceKey}: ${c.kind}`);
-  await ledger.markUnknown(key, c.epoch, { code: 'TIMEOUT', message: 'no answer from the provider' });
-  return boundedKey(key);
-}
+const unknown = (resourceKey: string) => unknownRecord(ledger, keyOf(resourceKey), 'assets.create');
 
 async function auditRows(where: string, values: unknown[] = []) {
   return (await t.query(`select * from ${t.schema}.audit_events where ${where}`, values)).rows;
