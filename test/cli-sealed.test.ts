@@ -170,6 +170,13 @@ describe('sealed values in the CLI', () => {
     expect(declinedEvents[0]).toMatchObject({ actor_id: 'bob', event_id: out.auditEventId });
     expect(declinedEvents[0]?.details).toMatchObject({ reason: 'support ticket', opened: ['error'] });
 
+    // Each opening is its own event; the human form shows the error's message and whole text.
+    const again = await cli(['inspect', declinedKey, '--decrypt', '--reason', 'second look'], withKey);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(new RegExp(`^opened error:\\s+TerminalError CARD_DECLINED: ${declinedMessage}$`, 'm'));
+    expect(again.stdout).toMatch(new RegExp(`^opened error text:\n  TerminalError: ${declinedMessage}\n  +at `, 'm'));
+    expect(await decryptRows(declinedKey)).toHaveLength(2);
+
     // The opening is part of the operation's story.
     const tl = await cli(['timeline', '--operation', paidKey]);
     expect(tl.stdout).toMatch(/operator\.decrypt .*user:alice/);

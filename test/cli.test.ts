@@ -72,20 +72,33 @@ afterAll(async () => {
 
 describe('bullmq-idempotency CLI', () => {
   it('migrate creates the tables; usage, configuration and connection errors have distinct exit codes', async () => {
-    const [migrated, unknownCommand, conflicting, neither, badJson, noReason, help, resolveHelp, noDb, badDb, deadDb] =
-      await Promise.all([
-        cli(['migrate']),
-        cli(['bogus']),
-        cli(['resolve', 'a:b:c', '--committed', '--not-committed', '--reason', 'x']),
-        cli(['resolve', 'a:b:c', '--reason', 'x']),
-        cli(['resolve', 'a:b:c', '--committed', '--result', '{nope', '--reason', 'x']),
-        cli(['invalidate', 'a:b:c']),
-        cli(['--help']),
-        cli(['resolve', '--help']),
-        cli(['stats'], { DATABASE_URL: undefined }),
-        cli(['stats'], { DATABASE_URL: 'mysql://localhost/x' }),
-        cli(['stats'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' }),
-      ]);
+    const [
+      migrated,
+      unknownCommand,
+      conflicting,
+      neither,
+      badJson,
+      noReason,
+      help,
+      resolveHelp,
+      inspectHelp,
+      noDb,
+      badDb,
+      deadDb,
+    ] = await Promise.all([
+      cli(['migrate']),
+      cli(['bogus']),
+      cli(['resolve', 'a:b:c', '--committed', '--not-committed', '--reason', 'x']),
+      cli(['resolve', 'a:b:c', '--reason', 'x']),
+      cli(['resolve', 'a:b:c', '--committed', '--result', '{nope', '--reason', 'x']),
+      cli(['invalidate', 'a:b:c']),
+      cli(['--help']),
+      cli(['resolve', '--help']),
+      cli(['inspect', '--help']),
+      cli(['stats'], { DATABASE_URL: undefined }),
+      cli(['stats'], { DATABASE_URL: 'mysql://localhost/x' }),
+      cli(['stats'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' }),
+    ]);
     expect(migrated.code, migrated.stderr).toBe(0);
     expect(migrated.stdout).toContain(`applied 0001-ledger, 0002-audit, 0003-audit-time-key in schema ${t.schema}`);
     const tables = await t.query(
@@ -110,8 +123,13 @@ describe('bullmq-idempotency CLI', () => {
       expect(help.stdout).toContain(c);
     }
     expect(help.stdout).toContain('Exit codes');
+    expect(help.stdout).toContain('BQI_KEYRING');
     expect(resolveHelp.code).toBe(0);
     expect(resolveHelp.stdout).toContain('--not-committed');
+    expect(resolveHelp.stdout).toContain('--committed needs BQI_KEYRING');
+    expect(inspectHelp.code).toBe(0);
+    expect(inspectHelp.stdout).toContain('--decrypt');
+    expect(inspectHelp.stdout).toContain('operator.decrypt audit event');
 
     expect(noDb.code).toBe(3);
     expect(noDb.stderr).toContain('BQI_CONFIG: DATABASE_URL is required');

@@ -67,7 +67,7 @@ export function renderRecord(r: LedgerRecord, opened: OpenedValues = {}, now = D
   if (r.status === 'unknown') {
     text +=
       '\n\nThe outcome of the last attempt is unknown: no attempt runs until an operator settles it.\n' +
-      `  bullmq-idempotency resolve '${r.key}' --committed --result '<json>' --reason '<why>'\n` +
+      `  bullmq-idempotency resolve '${r.key}' --committed --result '<json>' --reason '<why>'   (needs BQI_KEYRING)\n` +
       `  bullmq-idempotency resolve '${r.key}' --not-committed --reason '<why>'`;
   }
   return text;
