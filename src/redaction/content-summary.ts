@@ -1,4 +1,5 @@
 import { canonicalJson } from '../fingerprint/canonical-json.js';
+import { bytesOf, isBinary, isBlobLike } from './binary-value.js';
 import type { HmacKeyring } from './hmac-keyring.js';
 
 /**
@@ -54,12 +55,22 @@ function contentText(value: unknown): string {
   }
 }
 
+/**
+ * A binary container's summary. A Blob cannot be read synchronously: its hash covers its size
+ * and type only (so it tells equal blobs apart from different sizes, not equal contents).
+ */
+function summariseBinary(value: object, keyring: HmacKeyring): ContentSummary {
+  const bytes = bytesOf(value);
+  if (bytes) return { bytes: bytes.byteLength, hash: keyring.contentHash(bytes), type: 'binary' };
+  const blob = isBlobLike(value) ? value : { size: 0, type: '' };
+  const type = TYPE.test(blob.type) && blob.type.includes('/') ? blob.type.toLowerCase() : 'binary';
+  const size = Number.isSafeInteger(blob.size) && blob.size >= 0 ? blob.size : 0;
+  return { bytes: size, hash: keyring.contentHash(`blob:${size}:${type}`), type };
+}
+
 /** The summary of `value`, hashed with the ring's current key. */
 export function summariseContent(value: unknown, keyring: HmacKeyring): ContentSummary {
-  if (value instanceof Uint8Array) {
-    return { bytes: value.byteLength, hash: keyring.contentHash(value), type: 'binary' };
-  }
-  if (value instanceof ArrayBuffer) return summariseContent(new Uint8Array(value), keyring);
+  if (typeof value === 'object' && value !== null && isBinary(value)) return summariseBinary(value, keyring);
   if (typeof value === 'string') {
     return {
       bytes: Buffer.byteLength(value, 'utf8'),

@@ -9,6 +9,7 @@ import { normalizeName } from './normalize-name.js';
 import { attachEngine, type RedactionLimits } from './policy-engine.js';
 import { type RedactionPolicyInput, redactionPolicySchema } from './policy-schema.js';
 import { ALL_SCANNERS } from './scanners/all-scanners.js';
+import { compileCustomScanner } from './scanners/custom-scanner.js';
 import type { ScannerId } from './scanners/scanner.js';
 
 /**
@@ -27,8 +28,8 @@ export type RedactionPolicy = {
   readonly allow: readonly string[];
   /** Allow-listed detail keys per action. */
   readonly details: Readonly<Record<string, readonly string[]>>;
-  /** Enabled scanners, in the order they run. */
-  readonly scanners: readonly ScannerId[];
+  /** Enabled scanners, in the order they run: the policy's own first, then the built-in ones. */
+  readonly scanners: readonly string[];
   readonly limits: Readonly<RedactionLimits>;
 };
 
@@ -65,7 +66,10 @@ export function defineRedactionPolicy(input: RedactionPolicyInput): RedactionPol
   const rules = [...merged.values()];
 
   const disabled = new Set(p.disabledScanners);
-  const scanners = ALL_SCANNERS.filter((s) => !disabled.has(s.id));
+  const scanners = [
+    ...p.scanners.map(compileCustomScanner),
+    ...ALL_SCANNERS.filter((s) => !disabled.has(s.id as ScannerId)),
+  ];
   const details = new Map<string, ReadonlySet<string>>();
   for (const [action, keys] of Object.entries(p.details)) details.set(action, new Set(keys.map(normalizeName)));
   const keyring = new HmacKeyring(p.hmacKeys);
@@ -88,6 +92,7 @@ export function defineRedactionPolicy(input: RedactionPolicyInput): RedactionPol
     matcher: new NameMatcher(rules),
     keyring,
     scanners,
+    inferSecretNames: p.includeDefaults,
     details,
     limits: { ...p.limits },
     keys: new Map(),

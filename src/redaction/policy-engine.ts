@@ -5,7 +5,13 @@ import type { NameMatcher } from './name-matcher.js';
 import type { Scanner } from './scanners/scanner.js';
 
 /** The limits a policy enforces while walking a value. */
-export type RedactionLimits = { maxStringLength: number; maxDepth: number; maxReceiptPaths: number };
+export type RedactionLimits = {
+  maxStringLength: number;
+  maxDepth: number;
+  maxReceiptPaths: number;
+  maxKeyLength: number;
+  scanBudget: number;
+};
 
 /** What the walker needs to know about an object key; computed once per distinct key. */
 export type KeyInfo = {
@@ -17,8 +23,8 @@ export type KeyInfo = {
   byName: FieldVerdict | undefined;
   /** Whether a path rule ends in this name (then the ancestors decide). */
   hasPathRules: boolean;
-  /** Rule ids the key scan hit, recorded at each use. */
-  keyHits: readonly string[] | undefined;
+  /** Rule ids the key scan hit (each with its count), recorded at each use. */
+  keyHits: readonly (readonly [string, number])[] | undefined;
 };
 
 /**
@@ -30,6 +36,8 @@ export type PolicyEngine = {
   matcher: NameMatcher;
   keyring: HmacKeyring;
   scanners: readonly Scanner[];
+  /** Whether a name that no rule matches is still judged a secret by its words (`userPassword`). */
+  inferSecretNames: boolean;
   /** Allow-listed detail keys (normalised) per action; `*` for all actions. */
   details: ReadonlyMap<string, ReadonlySet<string>>;
   limits: RedactionLimits;

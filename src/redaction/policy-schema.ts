@@ -23,6 +23,35 @@ const hmacKey = z.strictObject({
   secret: hmacSecret,
 });
 
+const customScanner = z.union([
+  z.strictObject({
+    id: z.string(),
+    pattern: z.instanceof(RegExp),
+  }),
+  z.strictObject({
+    id: z.string(),
+    scan: z.custom<(text: string) => string>((v) => typeof v === 'function', { message: 'scan must be a function' }),
+  }),
+]);
+
+const customScanners = z
+  .array(customScanner)
+  .max(64)
+  .superRefine((list, ctx) => {
+    const seen = new Set<string>();
+    list.forEach((s, i) => {
+      const problem = !/^[a-z][a-z0-9_]{1,31}$/.test(s.id)
+        ? 'a scanner id is 2-32 characters of a-z 0-9 _, starting with a letter'
+        : (SCANNER_IDS as readonly string[]).includes(s.id)
+          ? `${JSON.stringify(s.id)} is a built-in scanner id`
+          : seen.has(s.id)
+            ? `scanner id ${JSON.stringify(s.id)} is listed twice`
+            : undefined;
+      if (problem) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: problem });
+      seen.add(s.id);
+    });
+  });
+
 const detailKey = z
   .string()
   .min(1)
@@ -51,7 +80,9 @@ export const redactionPolicySchema = z.strictObject({
     .max(16)
     .refine((keys) => new Set(keys.map((k) => k.id)).size === keys.length, { message: 'key ids must be unique' }),
   /**
-   * Add the built-in rules (`DEFAULT_FIELD_RULES`, `DEFAULT_ALLOWED_FIELDS`).
+   * Add the built-in rules (`DEFAULT_FIELD_RULES`, `DEFAULT_ALLOWED_FIELDS`), and treat a field
+   * that no rule matches as a secret when its words say so (`userPassword`, `x-api-key`,
+   * `credentialsUsed`; see `secretNameKind`).
    * @defaultValue true
    */
   includeDefaults: z.boolean().default(true),
@@ -71,6 +102,13 @@ export const redactionPolicySchema = z.strictObject({
   details: z.record(z.string().min(1).max(200), z.array(detailKey).max(1000)).default({}),
   /** Scanners to switch off (for example `phone` where long numbers with separators are common). */
   disabledScanners: z.array(z.enum(SCANNER_IDS)).default([]),
+  /**
+   * The policy's own value scanners (a regular expression or a function, with an id), run before
+   * the built-in ones on every string; a match becomes `[redacted:<id>]`, a hit `scan.<id>`.
+   * @defaultValue []
+   * @example scanners: [{ id: 'acme_ticket', pattern: /ACME-[0-9]{8}/g }]
+   */
+  scanners: customScanners.default([]),
   limits: z
     .strictObject({
       /**
@@ -92,6 +130,23 @@ export const redactionPolicySchema = z.strictObject({
        * @defaultValue 200
        */
       maxReceiptPaths: z.int().min(0).max(100_000).default(200),
+      /**
+       * Longer object keys are data, not names: they are replaced by an opaque reference
+       * (`ref:<keyId>:…`) instead of being scanned.
+       * @defaultValue 256
+       */
+      maxKeyLength: z.int().min(32).max(65_536).default(256),
+      /**
+       * Characters of strings and keys one `redact` call scans. Past it, strings become content
+       * summaries and keys opaque references (fail closed), so that the time one call blocks the
+       * event loop is bounded whatever the value holds.
+       * @defaultValue 4194304
+       */
+      scanBudget: z
+        .int()
+        .min(1024)
+        .max(1 << 30)
+        .default(4 * 1024 * 1024),
     })
     .prefault({}),
 });

@@ -1,7 +1,8 @@
+import { isBinary } from './binary-value.js';
 import { canonicalText, recogniseSummary, summariseContent } from './content-summary.js';
 import { type RedactErrorOptions, redactErrorWith } from './error-shape.js';
 import type { FieldClass } from './field-class.js';
-import { keyInfo } from './key-info.js';
+import { keyInfo, type ScanBudget } from './key-info.js';
 import { isMasked, maskPii } from './pii-mask.js';
 import type { PolicyEngine } from './policy-engine.js';
 import type { PathSegment, ReceiptBuilder } from './receipt.js';
@@ -13,6 +14,16 @@ const DEPTH_MARKER = '[redacted:depth]';
 const CYCLE_MARKER = '[redacted:cycle]';
 /** Integers from here on have 13+ digits and may be card numbers stored as numbers. */
 const CARD_MIN = 1e12;
+/** Up to this many open objects a linear search beats a Set (which gives every object an identity hash). */
+const OPEN_LINEAR = 16;
+/** Handed to the receipt once it lists all the paths it may: it only counts, and formats nothing long. */
+const NO_PATH: readonly PathSegment[] = [];
+
+const BUDGET_MARKER = '[redacted:budget]';
+
+function textLength(text: unknown): number {
+  return typeof text === 'string' ? text.length : 0;
+}
 
 /** Sets a property, also when the key is `__proto__` (which plain assignment would not). */
 function define(target: Record<string, unknown>, key: string, value: unknown): void {
@@ -34,15 +45,96 @@ export class Walker implements HitSink {
    * deep, and a Set would make V8 give every visited object an identity hash.
    */
   readonly #open: object[] = [];
+  /** The same objects once the path is deeper than {@link OPEN_LINEAR}, so deep values stay linear. */
+  #openSet: Set<object> | undefined;
+  /** Normalised names of the enclosing keys, innermost last (array levels skipped), for path rules. */
+  readonly #names: string[] = [];
+  /** What is left to scan; past it, strings are summarised and keys replaced (fail closed). */
+  readonly #budget: ScanBudget;
+  /** Bumped at every step into a field or an item, so that hits at one path are told from the next. */
+  #step = 0;
+  #lastStep = -1;
+  /** Distinct paths handed to the receipt so far. */
+  #listed = 0;
+  /** Hits of the string being scanned, counted per rule and recorded together (rules, then counts). */
+  readonly #pendingRules: string[] = [];
+  readonly #pendingCounts: number[] = [];
+  #scanning = false;
 
   constructor(
     readonly engine: PolicyEngine,
     readonly receipt: ReceiptBuilder,
-  ) {}
+  ) {
+    this.#budget = { remaining: engine.limits.scanBudget };
+  }
 
   /** Scanner hits (`jwt`) become `scan.jwt`; ids with a namespace (`limit.truncated`) stay. */
   hit(rule: string): void {
-    this.receipt.hit(rule.includes('.') ? rule : `scan.${rule}`, this.path);
+    const id = rule.includes('.') ? rule : `scan.${rule}`;
+    if (!this.#scanning) {
+      this.#note(id, 1);
+      return;
+    }
+    const i = this.#pendingRules.indexOf(id);
+    if (i >= 0) this.#pendingCounts[i]!++;
+    else {
+      this.#pendingRules.push(id);
+      this.#pendingCounts.push(1);
+    }
+  }
+
+  /**
+   * Records hits at the current path. Once the receipt lists as many paths as it may, it is
+   * handed an empty path: it still counts, and formatting a deep path of long keys for every hit
+   * (which made many hits deep down quadratic) is skipped.
+   */
+  #note(rule: string, times: number): void {
+    if (this.#step !== this.#lastStep) {
+      this.#lastStep = this.#step;
+      this.#listed++;
+    }
+    this.receipt.hit(rule, this.#listed > this.engine.limits.maxReceiptPaths ? NO_PATH : this.path, times);
+  }
+
+  #push(segment: PathSegment): void {
+    this.path.push(segment);
+    this.#step++;
+  }
+
+  #pop(): void {
+    this.path.pop();
+    this.#step++;
+  }
+
+  #isOpen(value: object): boolean {
+    return this.#openSet !== undefined ? this.#openSet.has(value) : this.#open.includes(value);
+  }
+
+  #enter(value: object): void {
+    this.#open.push(value);
+    if (this.#openSet !== undefined) this.#openSet.add(value);
+    else if (this.#open.length > OPEN_LINEAR) this.#openSet = new Set(this.#open);
+  }
+
+  #leave(): void {
+    const value = this.#open.pop();
+    if (this.#openSet !== undefined && value !== undefined) {
+      this.#openSet.delete(value);
+      if (this.#open.length <= OPEN_LINEAR) this.#openSet = undefined;
+    }
+  }
+
+  /** Scans one string (a value), its hits recorded once per rule. */
+  #scan(text: string): string {
+    this.#scanning = true;
+    const out = scanText(text, this.engine.scanners, this);
+    this.#scanning = false;
+    if (out !== text || this.#pendingRules.length > 0) {
+      for (let i = 0; i < this.#pendingRules.length; i++) this.#note(this.#pendingRules[i]!, this.#pendingCounts[i]!);
+      this.#pendingRules.length = 0;
+      this.#pendingCounts.length = 0;
+    }
+    return out;
   }
 
   walk(value: unknown, depth: number): unknown {
@@ -61,17 +153,19 @@ export class Walker implements HitSink {
   }
 
   #string(text: string): string | object {
-    const { keyring, limits, scanners } = this.engine;
-    if (text.length > limits.maxStringLength) {
-      this.receipt.hit('limit.oversize', this.path);
+    const { keyring, limits } = this.engine;
+    const over = text.length > limits.maxStringLength;
+    if (over || text.length > this.#budget.remaining) {
+      this.#note(over ? 'limit.oversize' : 'limit.budget', 1);
       this.receipt.keyId(keyring.currentId);
       return summariseContent(text, keyring);
     }
+    this.#budget.remaining -= text.length;
     // A reference this policy made is opaque already; scanning it could only produce noise.
     if (keyring.recognise(text, 'hmac') || keyring.recognise(text, 'ref')) {
       return text;
     }
-    return scanText(text, scanners, this);
+    return this.#scan(text);
   }
 
   /** A card number stored as a JSON number. */
@@ -84,11 +178,11 @@ export class Walker implements HitSink {
 
   #object(value: object, depth: number): unknown {
     if (depth >= this.engine.limits.maxDepth) {
-      this.receipt.hit('limit.depth', this.path);
+      this.#note('limit.depth', 1);
       return DEPTH_MARKER;
     }
-    if (this.#open.includes(value)) {
-      this.receipt.hit('limit.cycle', this.path);
+    if (this.#isOpen(value)) {
+      this.#note('limit.cycle', 1);
       return CYCLE_MARKER;
     }
     if (Array.isArray(value)) return this.#array(value, depth);
@@ -96,13 +190,22 @@ export class Walker implements HitSink {
     if (proto === Object.prototype || proto === null)
       return this.#record(value as Record<string, unknown>, depth, false);
     if (value instanceof Date) return value;
-    if (value instanceof Uint8Array || value instanceof ArrayBuffer) {
+    if (isBinary(value)) {
       // Raw bytes may be an upload; keep only what content keeps.
-      this.receipt.hit('value.binary', this.path);
+      this.#note('value.binary', 1);
       this.receipt.keyId(this.engine.keyring.currentId);
       return summariseContent(value, this.engine.keyring);
     }
-    if (value instanceof Error) return this.error(value, {});
+    if (value instanceof Error) {
+      // An error's text is scanned too: it counts against the budget like any string.
+      const size = textLength(value.message) + textLength(value.stack);
+      if (size > this.#budget.remaining) {
+        this.#note('limit.budget', 1);
+        return { name: 'Error', message: BUDGET_MARKER };
+      }
+      this.#budget.remaining -= size;
+      return this.error(value, {});
+    }
     if (value instanceof Map) return this.#record(Object.fromEntries(value), depth, true);
     if (value instanceof Set) return this.#array([...value], depth);
     const toJSON = (value as { toJSON?: unknown }).toJSON;
@@ -111,61 +214,53 @@ export class Walker implements HitSink {
   }
 
   #array(arr: readonly unknown[], depth: number): unknown[] {
-    this.#open.push(arr);
+    this.#enter(arr);
     let out: unknown[] | undefined;
     for (let i = 0; i < arr.length; i++) {
       const item = arr[i];
-      this.path.push(i);
+      this.#push(i);
       const res = this.walk(item, depth + 1);
-      this.path.pop();
+      this.#pop();
       if (out === undefined && res !== item) out = arr.slice(0, i);
       out?.push(res);
     }
-    this.#open.pop();
+    this.#leave();
     return out ?? (arr as unknown[]);
-  }
-
-  /**
-   * Normalised names of the enclosing object keys, innermost last (array levels skipped). Built
-   * from the path only when a path rule needs it (a key named like `name`), which is rare.
-   */
-  #ancestors(): string[] {
-    const names: string[] = [];
-    for (const segment of this.path) if (typeof segment === 'string') names.push(keyInfo(this.engine, segment).norm);
-    return names;
   }
 
   /** `copy`: build a new plain object even when nothing changes (the input was not a plain object). */
   #record(obj: Record<string, unknown>, depth: number, copy: boolean): Record<string, unknown> {
     const { matcher } = this.engine;
-    this.#open.push(obj);
+    this.#enter(obj);
     const keys = Object.keys(obj);
     let out: Record<string, unknown> | undefined = copy ? {} : undefined;
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
       const val = obj[key];
-      const info = keyInfo(this.engine, key);
-      const verdict = info.hasPathRules ? matcher.classify(info.norm, this.#ancestors(), info.byName) : info.byName;
-      this.path.push(info.outKey);
-      if (info.keyHits) for (const rule of info.keyHits) this.receipt.hit(rule, this.path);
+      const info = keyInfo(this.engine, key, this.#budget);
+      const verdict = info.hasPathRules ? matcher.classify(info.norm, this.#names, info.byName) : info.byName;
+      this.#push(info.outKey);
+      this.#names.push(info.norm);
+      if (info.keyHits) for (const [rule, times] of info.keyHits) this.#note(rule, times);
       let res: unknown;
       let drop = false;
       if (verdict === undefined || verdict === 'allow') {
         res = this.walk(val, depth + 1);
       } else if (verdict === 'secret') {
         drop = true;
-        this.receipt.hit('field.secret', this.path);
+        this.#note('field.secret', 1);
       } else {
         res = this.applyClass(verdict, val, depth + 1);
       }
-      this.path.pop();
+      this.#names.pop();
+      this.#pop();
       if (out === undefined && (drop || res !== val || info.outKey !== key)) {
         out = {};
         for (let j = 0; j < i; j++) define(out, keys[j]!, obj[keys[j]!]);
       }
       if (out !== undefined && !drop) define(out, info.outKey, res);
     }
-    this.#open.pop();
+    this.#leave();
     return out ?? obj;
   }
 
@@ -184,7 +279,7 @@ export class Walker implements HitSink {
         }
         const text =
           typeof value === 'string' ? value : typeof value === 'object' ? canonicalText(value) : String(value);
-        this.receipt.hit(`field.${cls}`, this.path);
+        this.#note(`field.${cls}`, 1);
         this.receipt.keyId(keyring.currentId);
         return kind === 'hmac' ? keyring.identifierRef(text) : keyring.opaqueRef(text);
       }
@@ -194,13 +289,13 @@ export class Walker implements HitSink {
           this.receipt.keyId(known);
           return value;
         }
-        this.receipt.hit('field.content', this.path);
+        this.#note('field.content', 1);
         this.receipt.keyId(keyring.currentId);
         return summariseContent(value, keyring);
       }
       case 'pii': {
         const res = this.#mask(value, depth);
-        if (res !== value) this.receipt.hit('field.pii', this.path);
+        if (res !== value) this.#note('field.pii', 1);
         return res;
       }
     }
@@ -219,18 +314,18 @@ export class Walker implements HitSink {
       case 'object': {
         if (value === null) return null;
         // A date of birth as a Date, a Buffer of a scanned passport: nothing of it is kept.
-        if (value instanceof Date || value instanceof Uint8Array) return '***';
-        if (depth >= this.engine.limits.maxDepth || this.#open.includes(value)) return DEPTH_MARKER;
-        this.#open.push(value);
+        if (value instanceof Date || isBinary(value)) return '***';
+        if (depth >= this.engine.limits.maxDepth || this.#isOpen(value)) return DEPTH_MARKER;
+        this.#enter(value);
         let out: unknown;
         if (Array.isArray(value)) out = value.map((v) => this.#mask(v, depth + 1));
         else {
           const obj: Record<string, unknown> = {};
           for (const [k, v] of Object.entries(value))
-            define(obj, keyInfo(this.engine, k).outKey, this.#mask(v, depth + 1));
+            define(obj, keyInfo(this.engine, k, this.#budget).outKey, this.#mask(v, depth + 1));
           out = obj;
         }
-        this.#open.pop();
+        this.#leave();
         return out;
       }
       default:

@@ -1,11 +1,16 @@
 import type { Scanner } from './scanner.js';
 
 /**
- * 13 to 19 digits, each optionally preceded by one space or dash. Every repetition must consume a
- * digit, so there is one way to match; the look-around is checked at most 19 times per start. Not
- * next to a letter, so the digit groups of a UUID or a hex digest are not taken for a card.
+ * 13 to 19 digits, each optionally preceded by one separator (space, dash, dot, slash; no-break
+ * spaces, Unicode dashes and full-width digits arrive folded to ASCII). Every repetition must
+ * consume a digit, so there is one way to match; the look-around is checked at most 19 times per
+ * start. Not next to a letter, so the digit groups of a UUID or a hex digest are not taken for a card.
  */
-const CARD = /(?<![0-9A-Za-z])[0-9](?:[ -]?[0-9]){12,18}(?![0-9A-Za-z])/g;
+const CARD = /(?<![0-9A-Za-z])[0-9](?:[ ./-]?[0-9]){12,18}(?![0-9A-Za-z])/g;
+
+function isSeparator(c: number): boolean {
+  return c === 32 || c === 45 || c === 46 || c === 47;
+}
 
 /** True when the issuer prefix and the length fit a real card scheme (epoch-ms timestamps do not). */
 function issuerValid(d: string, from: number, n: number): boolean {
@@ -75,7 +80,7 @@ function groupsOf(candidate: string): { compact: string; groups: Group[] } {
   let start = 0;
   for (let i = 0; i <= candidate.length; i++) {
     const c = i < candidate.length ? candidate.charCodeAt(i) : 32;
-    if (c === 32 || c === 45) {
+    if (isSeparator(c)) {
       const from = compact.length;
       compact += candidate.slice(start, i);
       groups.push({ start, end: i, from, to: compact.length });
@@ -120,12 +125,12 @@ function resumeAt(groups: readonly Group[], candidateEnd: number): number {
   return candidateEnd;
 }
 
-/** True when the digit run goes on after `end` (`[ -]?[0-9]`): a card may start in the candidate and end after it. */
+/** True when the digit run goes on after `end` (`[ ./-]?[0-9]`): a card may start in the candidate and end after it. */
 function runContinues(text: string, end: number): boolean {
   const c = text.charCodeAt(end);
   if (c >= 48 && c <= 57) return true;
   const d = text.charCodeAt(end + 1);
-  return (c === 32 || c === 45) && d >= 48 && d <= 57;
+  return isSeparator(c) && d >= 48 && d <= 57;
 }
 
 /**
@@ -144,6 +149,7 @@ export const cardScanner: Scanner = {
   minLength: 13,
   minDigits: 13,
   minRun: 13,
+  minAlnum: 0,
   scan(text, sink) {
     const re = CARD;
     re.lastIndex = 0;

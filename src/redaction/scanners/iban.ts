@@ -2,14 +2,14 @@ import { ibanValid } from './checksums.js';
 import { IBAN_LENGTHS } from './iban-lengths.js';
 import { replaceMatches } from './replace-matches.js';
 import type { Scanner } from './scanner.js';
-import { F_UPPER } from './text-features.js';
+import { alnumRun, F_DASH, F_SPACE } from './text-features.js';
 
 /**
- * Country code, check digits, then up to 30 characters each optionally preceded by one space:
- * each repetition consumes one character, so there is one way to match and no backtracking
- * beyond the 30 repetitions.
+ * Country code, check digits, then up to 30 characters each optionally preceded by one space or
+ * dash, in either case: each repetition consumes one character, so there is one way to match and
+ * no backtracking beyond the 30 repetitions.
  */
-const IBAN = /(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}/g;
+const IBAN = /(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}(?:[ -]?[A-Za-z0-9]){11,30}/g;
 
 /** `[iban DE…3000]`: country and last four, as bank statements show them. */
 export function ibanMarker(compact: string): string {
@@ -20,7 +20,8 @@ export function ibanMarker(compact: string): string {
 function offsetAfter(candidate: string, count: number): number {
   let seen = 0;
   for (let i = 0; i < candidate.length; i++) {
-    if (candidate.charCodeAt(i) !== 32 && ++seen === count) return i + 1;
+    const c = candidate.charCodeAt(i);
+    if (c !== 32 && c !== 45 && ++seen === count) return i + 1;
   }
   return -1;
 }
@@ -37,18 +38,21 @@ export function isIban(compact: string): boolean {
  */
 export const ibanScanner: Scanner = {
   id: 'iban',
-  allOf: F_UPPER,
+  allOf: 0,
   anyOf: 0,
   minLength: 15,
-  minDigits: 8,
+  minDigits: 10,
   minRun: 0,
+  minAlnum: 0,
+  // Compact (a run of 15+), or printed in groups (spaces or dashes between them).
+  gate: (f) => alnumRun(f) >= 15 || (f & (F_SPACE | F_DASH)) !== 0,
   scan(text, sink) {
     return replaceMatches(IBAN, text, ([m]) => {
-      const length = IBAN_LENGTHS.get(m.slice(0, 2));
+      const length = IBAN_LENGTHS.get(m.slice(0, 2).toUpperCase());
       if (length === undefined) return m;
       const end = offsetAfter(m, length);
       if (end < 0) return m;
-      const compact = m.slice(0, end).replaceAll(' ', '');
+      const compact = m.slice(0, end).replace(/[ -]/g, '').toUpperCase();
       if (!ibanValid(compact)) return m;
       sink.hit('iban');
       return ibanMarker(compact) + m.slice(end);

@@ -34,6 +34,7 @@ export const jwtScanner: Scanner = {
   minLength: 20,
   minDigits: 0,
   minRun: 0,
+  minAlnum: 0,
   mayMatch: (text) => text.includes('eyJ'),
   scan(text, sink) {
     return replaceMatches(JWT_CANDIDATE, text, ([m]) => {

@@ -37,6 +37,7 @@ export const phoneScanner: Scanner = {
   minLength: 10,
   minDigits: 8,
   minRun: 8,
+  minAlnum: 0,
   scan(text, sink) {
     return replaceMatches(PHONE, text, ([m]) => {
       const digits = m.replace(/[^0-9]/g, '');

@@ -18,6 +18,7 @@ export const privateKeyScanner: Scanner = {
   minLength: 40,
   minDigits: 0,
   minRun: 0,
+  minAlnum: 0,
   mayMatch: (text) => text.includes('-----BEGIN'),
   scan(text, sink) {
     let i = text.indexOf(BEGIN);

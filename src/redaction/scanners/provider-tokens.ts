@@ -54,6 +54,7 @@ export const providerTokenScanner: Scanner = {
   minLength: 14,
   minDigits: 0,
   minRun: 0,
+  minAlnum: 0,
   scan(text, sink) {
     return replaceMatches(TOKEN, text, ([m]) => {
       const rule = classify(m);

@@ -1,5 +1,6 @@
+import { foldText } from './fold-text.js';
 import type { HitSink, Scanner } from './scanner.js';
-import { DIGITS_MASK, digitRun, textFeatures } from './text-features.js';
+import { alnumRun, DIGITS_MASK, digitRun, F_NONASCII, textFeatures } from './text-features.js';
 
 /** Shorter texts cannot hold anything the scanners look for (the shortest is `a@b.io`). */
 const MIN_LENGTH = 6;
@@ -16,22 +17,24 @@ const MAX_PASSES = 4;
 const UNSTABLE = '[redacted:unstable]';
 
 /** One pass of every scanner whose pre-conditions hold; the same string when nothing matched. */
-function scanOnce(text: string, scanners: readonly Scanner[], sink: HitSink): string {
+function scanOnce(text: string, scanners: readonly Scanner[], sink: HitSink, initial: number): string {
   let out = text;
-  let features = textFeatures(text);
+  let features = initial;
   for (let i = 0; i < scanners.length; i++) {
     const s = scanners[i]!;
     if (
       out.length < s.minLength ||
       (features & DIGITS_MASK) < s.minDigits ||
       digitRun(features) < s.minRun ||
+      alnumRun(features) < s.minAlnum ||
       (features & s.allOf) !== s.allOf ||
       (s.anyOf !== 0 && (features & s.anyOf) === 0) ||
+      (s.gate !== undefined && !s.gate(features)) ||
       (s.mayMatch !== undefined && !s.mayMatch(out))
     ) {
       continue;
     }
-    const next = s.scan(out, sink);
+    const next = s.scan(out, sink, features);
     if (next !== out) {
       out = next;
       features = textFeatures(out);
@@ -48,11 +51,17 @@ function scanOnce(text: string, scanners: readonly Scanner[], sink: HitSink): st
  */
 export function scanText(text: string, scanners: readonly Scanner[], sink: HitSink): string {
   if (text.length < MIN_LENGTH || (text.length < ONLY_EMAIL_BELOW && !text.includes('@'))) return text;
-  let out = text;
+  // Full-width digits, no-break spaces and Unicode dashes are scanned as their ASCII forms; a text
+  // in which nothing is found comes back as written (see foldText).
+  let features = textFeatures(text);
+  const folded = features & F_NONASCII ? foldText(text) : text;
+  if (folded !== text) features = textFeatures(folded);
+  let out = folded;
   for (let pass = 0; pass < MAX_PASSES; pass++) {
-    const next = scanOnce(out, scanners, sink);
-    if (next === out) return out;
+    const next = scanOnce(out, scanners, sink, features);
+    if (next === out) return out === folded ? text : out;
     out = next;
+    features = textFeatures(out);
   }
   sink.hit('limit.unstable');
   return UNSTABLE;

@@ -12,7 +12,9 @@ export const SCANNER_IDS = [
   'email',
   'card',
   'iban',
+  'national_id',
   'phone',
+  'high_entropy',
 ] as const;
 
 export type ScannerId = (typeof SCANNER_IDS)[number];
@@ -30,7 +32,8 @@ export type HitSink = { hit(rule: string): void };
  * that the run could also match.
  */
 export type Scanner = {
-  readonly id: ScannerId;
+  /** A built-in {@link ScannerId}, or the id of a policy's own scanner. */
+  readonly id: string;
   /** Feature flags (see `textFeatures`) that must all be present for a match to be possible. */
   readonly allOf: number;
   /** Feature flags of which at least one must be present (0: no such condition). */
@@ -39,10 +42,14 @@ export type Scanner = {
   readonly minDigits: number;
   /** Longest run of digits (single separators allowed between them) a match needs. */
   readonly minRun: number;
+  /** Longest run of ASCII letters and digits a match needs. */
+  readonly minAlnum: number;
+  /** A further test on the packed features (integer comparisons), run when the fields above pass. */
+  readonly gate?: (features: number) => boolean;
   /** A last cheap test (a substring search), run only when the flag checks pass. */
   readonly mayMatch?: (text: string) => boolean;
   /** The text with every match replaced by its marker; the same string when nothing matched. */
-  scan(text: string, sink: HitSink): string;
+  scan(text: string, sink: HitSink, features: number): string;
 };
 
 /** The typed marker that replaces a secret: `[redacted:jwt]`. */

@@ -1,73 +1,24 @@
+import { secretNameKind } from '../secret-words.js';
 import { shannonEntropy } from './checksums.js';
-import { replaceMatches } from './replace-matches.js';
+import { pairValue } from './pair-value.js';
+import { randomValue } from './randomness.js';
 import { marker, type Scanner } from './scanner.js';
 import { F_ASSIGN } from './text-features.js';
 
 /**
- * `<secret-ish name><name tail> [:=] <value>` in logs, URLs, env dumps, YAML and (escaped) JSON.
- * The tail and the gaps are bounded, so a start that fails costs a bounded number of steps; the
- * value is a run with nothing after it, so a match never backtracks into it.
+ * A name, an optional closing quote, and `:`, `=` or `=>` with a few spaces around. The name is
+ * a run of word characters that starts with a letter, `_` or `-` (letters of any script included,
+ * so a Cyrillic look-alike is seen; not a digit, so `10:20:30` is no name), matched only from the start of a run, so each run costs one walk; the value is read in code.
  */
-const PAIR =
-  /(pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|signing[_-]?key|auth(?:orization)?|credentials?|session[_-]?id|cookie)([A-Za-z0-9_-]{0,24})(\\?["']?[ \t]{0,3}[:=][ \t]{0,3})(\\?"[^"\\\r\n]+|\\?'[^'\\\r\n]+|[^\s"'`\\,;&<>()[\]{}]+)/gi;
+const NAME =
+  /(?<![\w.\-\u00c0-\uffff\\])(\\?["']?)([A-Za-z_\-\u00c0-\uffff][\w.\-\u00c0-\uffff]*)(\\?["']?)[ \t]{0,3}(?:=>|[:=])[ \t]{0,3}/g;
+/** A cheap test before the word-by-word judgement: nothing secret-ish in the name, no work. */
+const HINT =
+  /pass|pw|secret|cred|auth|cookie|tok|key|sess|sid|sig|otp|csrf|xsrf|nonce|salt|pin|cv[cv]|bearer|jwt|wort|contrase|senha|motdepasse|[\u0080-\uffff]/i;
+/** Only the end of a very long name is judged (`aaaa…password`). */
+const MAX_NAME = 64;
 
-/** English words that start like a secret name (`deadline passed: retrying`) but name none. */
-const ORDINARY_WORDS = new Set([
-  'passed',
-  'passes',
-  'passing',
-  'passage',
-  'passive',
-  'passenger',
-  'passengers',
-  'passthrough',
-  'secretary',
-  'secretly',
-  'tokenized',
-  'tokenizer',
-  'authored',
-  'author',
-  'authors',
-  'authority',
-  'authorized',
-  'authorised',
-]);
-
-/** Names whose value is a secret whatever it looks like. */
-const STRONG = /^(?:pass|pwd|secret|private|signing|authorization|credential|cookie)/i;
-/** A tail that turns the name into metadata about the secret (`token_type`, `password_length`). */
-const METADATA_TAILS = new Set([
-  'name',
-  'names',
-  'type',
-  'kind',
-  'count',
-  'length',
-  'len',
-  'ttl',
-  'expiry',
-  'expires',
-  'expiresat',
-  'expiresin',
-  'version',
-  'ref',
-  'arn',
-  'id',
-  'ids',
-  'url',
-  'uri',
-  'path',
-  'file',
-  'policy',
-  'usage',
-  'hint',
-  'limit',
-  'max',
-  'min',
-  'required',
-  'less',
-]);
-/** Values that are no secret: empty markers, and the scheme word of `Authorization: Bearer …` (the auth scanner takes the token). */
+/** Values that are no secret: empty markers and the scheme word of `Authorization: Bearer …`. */
 const PLACEHOLDERS = new Set([
   'null',
   'undefined',
@@ -82,8 +33,14 @@ const PLACEHOLDERS = new Set([
   'token',
   'digest',
   'negotiate',
+  'n/a',
+  'optional',
+  'yes',
+  'no',
 ]);
 const AWS_SECRET = /^[A-Za-z0-9/+=]{40}$/;
+/** What the other scanners leave behind; a value holding one was already redacted. */
+const MARKER = /\[(?:redacted:|card …|iban |phone …)|\*\*\*/;
 
 /** How many of lower, upper, digit, other a value mixes. */
 function charClasses(value: string): number {
@@ -95,13 +52,9 @@ function charClasses(value: string): number {
   );
 }
 
-/** What the other scanners leave behind; a value holding one was already redacted. */
-const MARKER = /\[(?:redacted:|card …|iban |phone …)|\*\*\*/;
-
 /**
- * `[redacted:…]`, `j***@…`, `*****`, `${ENV}`, `{{var}}`, `null`: masks, markers and references,
- * not secrets. Skipping values that hold a marker also keeps redaction idempotent: a second pass
- * must not judge `[card …7388]` where the first judged the digits.
+ * `[redacted:…]`, `j***@…`, `${ENV}`, `{{var}}`, `null`: masks, markers and references, not
+ * secrets. Skipping values that hold a marker also keeps redaction idempotent.
  */
 function isPlaceholder(value: string): boolean {
   return (
@@ -110,39 +63,62 @@ function isPlaceholder(value: string): boolean {
 }
 
 /**
- * Rule id for a pair, or undefined when the value is not a secret. Strong names (password,
- * secret, private key, authorization, cookie) take any real value of 4+ characters; weak ones
- * (token, api key, access key, session id, auth) need a high-entropy value, so that
- * `max_tokens=1024` and `auth: required` stay.
+ * Rule id for a pair, or undefined when the value is not a secret. A strong name (password,
+ * secret, credential, cookie, signature…) takes any real value; a weak one (token, api key,
+ * session, auth…) needs a value that looks like a secret, so that `max_tokens=1024` and
+ * `auth: required` stay.
  */
-function classify(name: string, tail: string, value: string): string | undefined {
-  const tailKey = tail.replace(/[^A-Za-z0-9]/g, '').toLowerCase();
-  if (METADATA_TAILS.has(tailKey)) return undefined;
-  if (ORDINARY_WORDS.has(`${name}${tail}`.toLowerCase())) return undefined;
-  if (value.length < 4 || isPlaceholder(value)) return undefined;
-  if (name.toLowerCase() === 'secret' && tailKey === 'accesskey' && AWS_SECRET.test(value)) return 'aws_secret_key';
-  if (STRONG.test(name)) return 'secret_pair';
+function classify(kind: 'strong' | 'weak', name: string, value: string): string | undefined {
+  if (value.length < (kind === 'strong' ? 2 : 4) || isPlaceholder(value)) return undefined;
+  if (kind === 'strong') {
+    const aws =
+      name
+        .replace(/[^A-Za-z]/g, '')
+        .toLowerCase()
+        .endsWith('secretaccesskey') && AWS_SECRET.test(value.split(' ')[0]!);
+    return aws ? 'aws_secret_key' : 'secret_pair';
+  }
   if (value.length >= 12 && charClasses(value) >= 2 && shannonEntropy(value) >= 3) return 'secret_pair';
-  return undefined;
+  return randomValue(value) ? 'secret_pair' : undefined;
 }
 
-/** Generic `name=value` / `"name": "value"` secrets: secret-ish name, and a secret-looking value. */
+/**
+ * `name=value`, `name: value`, `"name":"value"` (also escaped JSON, YAML, env dumps, query
+ * strings, `--flag=value`) where the name says secret: judged word by word after folding, so
+ * `userPassword`, `X-Amz-Signature`, `client_secret`, `pаssword` and `ＰＡＳＳＷＯＲＤ` all count.
+ * Values of unknown names are left to the entropy scanner, which finds random ones anywhere.
+ */
 export const secretPairScanner: Scanner = {
   id: 'secret_pair',
   allOf: F_ASSIGN,
   anyOf: 0,
-  minLength: 7,
+  minLength: 5,
   minDigits: 0,
   minRun: 0,
+  minAlnum: 0,
   scan(text, sink) {
-    return replaceMatches(PAIR, text, ([m, name = '', tail = '', sep = '', raw = '']) => {
-      // Keep an opening quote (and its escape) so that the surrounding JSON stays well-formed.
-      const open =
-        raw.startsWith('\\"') || raw.startsWith("\\'") ? 2 : raw.startsWith('"') || raw.startsWith("'") ? 1 : 0;
-      const rule = classify(name, tail, raw.slice(open));
-      if (!rule) return m;
+    const re = NAME;
+    re.lastIndex = 0;
+    let out = '';
+    let last = 0;
+    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+      const rawName = m[2]!;
+      const name = rawName.length > MAX_NAME ? rawName.slice(-MAX_NAME) : rawName;
+      if (!HINT.test(name)) continue;
+      const kind = secretNameKind(name);
+      if (kind === undefined) continue;
+      const from = m.index + m[0].length;
+      // `password: correct horse battery staple` (YAML, prose) may hold spaces; `password=x rejected`
+      // (a log line's key=value) holds one word, unless the name says it is a phrase.
+      const phrase = kind === 'strong' && (m[0].includes(':') || /phrase/i.test(name));
+      const value = pairValue(text, from, kind === 'strong', phrase);
+      const rule = classify(kind, name, text.slice(value.start, value.end));
+      if (rule === undefined) continue;
       sink.hit(rule);
-      return name + tail + sep + raw.slice(0, open) + marker(rule);
-    });
+      out += text.slice(last, value.start) + marker(rule);
+      last = value.end;
+      re.lastIndex = Math.max(value.end, from);
+    }
+    return last === 0 ? text : out + text.slice(last);
   },
 };
