@@ -7,16 +7,19 @@ import { sha256 } from '../fingerprint/sha256.js';
  * small language of plain identifiers and refuses the rest, including values whose characters
  * are allowed but whose structure is a token's.
  *
- * - Identifiers: ASCII letters and digits with the separators `. _ : / # = -`, starting with a
- *   letter or digit, bounded in length. No `@` (an e-mail address is never an identifier), no
- *   white space, no `+`, `%`, quotes or control characters. UUIDs, `task:42`, `user_123`,
- *   `order-2024-0001`, `worker:host:123`, `2024-05-01T12:00:00.000Z` pass.
- * - Structure: a token is refused even in these characters. Segments (between separators)
- *   longer than 24 characters that mix letters and digits, segments longer than 48, ten or more
- *   digits in a row (card, phone and national numbers) and random-looking words (16+ letters
- *   and digits, `-` and `_` included, that switch between lower case, upper case and digits at
- *   least once every four characters: base64, hex and base62 tokens do) are refused. A UUID is
- *   a random-looking word the grammar admits by its exact form.
+ * - Identifiers: ASCII letters and digits with the separators `. _ : / # = -`, starting and
+ *   ending with a letter or digit, bounded in length. No `@` (an e-mail address is never an
+ *   identifier), no white space, no `+`, `%`, quotes or control characters. UUIDs, `task:42`,
+ *   `user_123`, `order-2024-0001`, `worker:host:123`, `2024-05-01T12:00:00.000Z` pass.
+ * - Structure: a token is refused even in these characters (see `hasIdentifierStructure`):
+ *   long segments mixing letters and digits, ten digits in a row (card, phone and national
+ *   numbers), random-looking words of 16+ characters (hex, base62, base64url) and values whose
+ *   words look random together. A UUID is admitted by its exact form. Ids that are random by
+ *   design (`cus_NffrFeUfNV2Hib`, a pod name's hash suffix) are referenced too: they cannot be
+ *   told from a token. Short random strings (under 16 characters, or lower-case letters and a
+ *   few digits) can pass; the grammar narrows what is told, it does not recognise secrets.
+ * - Actions are dotted lower-case words; resource types words joined by `. / -`; reason codes
+ *   `UPPER_SNAKE` or dotted lower-case words; each with the structure check too.
  * - The library's own forms pass by their exact shape: canonical and bounded idempotency keys
  *   (their decoded parts must be identifiers), job ids `idem_<sha256 of the key>` (checked
  *   against the event's key), ledger state refs `ledger:<status>@<epoch>`.
@@ -33,6 +36,7 @@ const UUID_AT = /[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-
 const ACTION = /^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*$/;
 const TYPE_NAME = /^[A-Za-z][A-Za-z0-9_]*(?:[./-][A-Za-z0-9_]+)*$/;
 const UPPER_CODE = /^[A-Z][A-Z0-9_]*$/;
+const DIGIT_RUN = /[0-9]{10}/;
 const STATE_REF = /^ledger:[a-z][a-z_]{0,31}@[1-9][0-9]{0,9}$/;
 const LIBRARY_EVENT_ID = /^[A-Za-z0-9_-]{32}$/;
 const LIBRARY_JOB_ID = /^idem_[A-Za-z0-9_-]{43}$/;
@@ -104,6 +108,8 @@ function looksRandom(
  * `worker:ip-10-0-1-23.eu-west-1.compute.internal:4242` do not. A UUID word is exempt.
  */
 export function hasIdentifierStructure(s: string): boolean {
+  // Short values can only fail by a run of digits: most ids end here.
+  if (s.length < WORD_RANDOM_MIN) return !DIGIT_RUN.test(s);
   // The segment.
   let segment = 0;
   let letters = 0;
@@ -130,6 +136,8 @@ export function hasIdentifierStructure(s: string): boolean {
   for (let i = 0; i <= s.length; i++) {
     const c = i < s.length ? s.charCodeAt(i) : 0;
     const cls = i < s.length ? classOf(c) : SEPARATOR;
+    // A key's `%XX` escapes stand for separators (`: / # =`): one separator, three characters.
+    if (c === 37) i += 2;
     if (cls <= DIGIT) {
       segment++;
       word++;
@@ -205,35 +213,24 @@ export function isEventId(v: string): boolean {
   return LIBRARY_EVENT_ID.test(v) || isIdentifier(v, 64);
 }
 
-const keyVerdicts = new Map<string, boolean>();
-const MAX_KEY_VERDICTS = 20_000;
-
 /**
  * An idempotency key as the library writes it (`canonicalKey`, or with `bounded` also the hashed
  * form of `boundedKey`), whose decoded parts are identifiers: a key that carries an e-mail
- * address or a token in its resource key does not pass. Memoised: a key recurs in every event of
- * its operation.
+ * address or a token in its resource key does not pass. Its escapes are only those of
+ * identifier separators, so the structure is checked on the encoded text, without decoding.
  */
 export function isLibraryKey(v: string, bounded: boolean): boolean {
   if (v.length > 255) return false;
-  const known = keyVerdicts.get(v);
-  if (known !== undefined) return known && (bounded || !v.includes('#'));
-  let ok = false;
-  if (CANONICAL_KEY.test(v)) ok = hasIdentifierStructure(decodeURIComponent(v));
-  else {
-    const m = BOUNDED_KEY.exec(v);
-    // The prefix may end inside an escape (`%2`), which the hash form cuts as it is.
-    if (m && m[1]!.length + (m[2]?.length ?? 0) === BOUNDED_PREFIX_LENGTH) {
-      ok = hasIdentifierStructure(decodeURIComponent(m[1]!));
-    }
-  }
-  if (keyVerdicts.size >= MAX_KEY_VERDICTS) keyVerdicts.clear();
-  keyVerdicts.set(v, ok);
-  return ok && (bounded || !v.includes('#'));
+  if (CANONICAL_KEY.test(v)) return hasIdentifierStructure(v);
+  if (!bounded) return false;
+  // The prefix may end inside an escape (`%2`), which the hash form cuts as it is.
+  const m = BOUNDED_KEY.exec(v);
+  return m !== null && m[1]!.length + (m[2]?.length ?? 0) === BOUNDED_PREFIX_LENGTH && hasIdentifierStructure(m[1]!);
 }
 
 /** Job ids checked against their key: a job's id recurs in every event of the job. */
 const jobKeys = new Map<string, string>();
+const MAX_JOB_KEYS = 20_000;
 
 /**
  * A job id: the library's `idem_<base64url SHA-256 of the key>` for the event's own key (so a
@@ -244,7 +241,7 @@ export function isJobId(v: string, operationKey: string | undefined): boolean {
   if (operationKey === undefined || !isLibraryKey(operationKey, true)) return false;
   if (jobKeys.get(v) === operationKey) return true;
   if (v.slice(5) !== sha256(operationKey, 'base64url')) return false;
-  if (jobKeys.size >= MAX_KEY_VERDICTS) jobKeys.clear();
+  if (jobKeys.size >= MAX_JOB_KEYS) jobKeys.clear();
   jobKeys.set(v, operationKey);
   return true;
 }

@@ -115,20 +115,29 @@ function boundText(
     return summariseContent(value, engine.keyring);
   }
   if (typeof value !== 'object' || value === null || value instanceof Date) return value;
-  if (!Array.isArray(value) && recogniseSummary(value, engine.keyring)) return value;
-  const entries = Object.entries(value);
-  let out: Record<string, unknown> | unknown[] | undefined;
-  for (let i = 0; i < entries.length; i++) {
-    const [k, v] = entries[i]!;
-    path.push(Array.isArray(value) ? i : k);
+  if (Array.isArray(value)) {
+    let out: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      path.push(i);
+      const res = boundText(value[i], path, engine, receipt, max);
+      path.pop();
+      if (res === value[i]) continue;
+      out ??= [...value];
+      out[i] = res;
+    }
+    return out ?? value;
+  }
+  if (recogniseSummary(value, engine.keyring)) return value;
+  const obj = value as Record<string, unknown>;
+  let out: Record<string, unknown> | undefined;
+  for (const k of Object.keys(obj)) {
+    const v = obj[k];
+    path.push(k);
     const res = boundText(v, path, engine, receipt, max);
     path.pop();
-    if (res === v && out === undefined) continue;
-    if (out === undefined) {
-      out = Array.isArray(value) ? [...value] : { ...(value as Record<string, unknown>) };
-    }
-    if (Array.isArray(out)) out[i] = res;
-    else Object.defineProperty(out, k, { value: res, enumerable: true, writable: true, configurable: true });
+    if (res === v) continue;
+    out ??= { ...obj };
+    Object.defineProperty(out, k, { value: res, enumerable: true, writable: true, configurable: true });
   }
   return out ?? value;
 }
