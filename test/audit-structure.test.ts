@@ -356,8 +356,8 @@ describe('dead letters (writer, Postgres, Redis)', () => {
     ];
     const writer = b.auditWriter('audit-dl', ledger.pool, { redactionPolicy: policy });
     await queue.add(AUDIT_JOB_NAME, { events: bad });
-    // A valid event Postgres refuses (a NUL), with a secret in its details.
-    emitter.record(decisionEvent({ taskId: 'task-dl', details: { note: `\u0000${secret}` } }));
+    // A valid event Postgres refuses (a NUL), with a secret in a detail the policy does not allow.
+    emitter.record(decisionEvent({ taskId: 'task-dl', details: { note: 'a\u0000b', comment: secret } }));
     await emitter.flush();
     const rows = () => t.query(`select reason, event::text as event from ${t.schema}.audit_dead_letter`);
     await waitFor(async () => (await rows()).rows.length === 4, 'four dead letters');
@@ -374,11 +374,24 @@ describe('dead letters (writer, Postgres, Redis)', () => {
       expectAbsent(r, secret);
       expectAbsent(r, email);
     }
-    // The dead-lettered events themselves keep neither the secret nor the e-mail in clear.
+    // The dead-lettered events themselves keep neither the secret nor the e-mail in clear:
+    // invalid values are refs, unknown fields and an invalid receipt are counted.
     for (const r of dl) {
       expectAbsent(r.event, secret);
       expectAbsent(r.event, email);
     }
+    const events = dl.map((r) => JSON.parse(r.event) as Record<string, unknown>);
+    const first = events.find((e) => typeof e.decision === 'string' && e.decision.startsWith('hmac:'));
+    expect(verifyRef(first?.decision as string, `maybe-${secret}`, policy)).toBe(true);
+    expect(first?.[OMITTED_KEY]).toEqual({ count: 1 });
+    const second = events.find((e) => e.redaction === undefined && e.decision === 'allow' && e[OMITTED_KEY]);
+    expect(second?.[OMITTED_KEY]).toEqual({ count: 1 });
+    const third = events.find((e) => typeof e.createdAt === 'string' && e.createdAt.startsWith('hmac:'));
+    expect(verifyRef(third?.createdAt as string, `yesterday ${secret}`, policy)).toBe(true);
+    expect(third?.actorId).toMatch(REF);
+    // The refused event keeps what the policy allows of its details, made storable.
+    const refused = events.find((e) => e.taskId === 'task-dl');
+    expect(refused?.details).toEqual({ note: 'a\uFFFDb', [OMITTED_KEY]: { count: 1 } });
     await emitter.close();
     await writer.close();
     await queue.close();

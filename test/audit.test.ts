@@ -7,7 +7,7 @@ import { AuditStore } from '../src/audit/audit-store.js';
 import { AUDIT_JOB_NAME, decodeAuditBatch, UndecodableAuditBatchError } from '../src/audit/batch-codec.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { buildTimeline, renderTimeline, timeline } from '../src/audit/timeline.js';
-import { DEFAULT_REDACTION_POLICY, defineOperation, RetryableError, withIdempotency } from '../src/index.js';
+import { defineOperation, defineRedactionPolicy, RetryableError, withIdempotency } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { verifyRef } from '../src/redaction/refs.js';
 import type { WrapperEvent } from '../src/worker/types.js';
@@ -30,6 +30,11 @@ afterAll(async () => {
 });
 
 const passThrough = (e: AuditEvent) => e;
+const notePolicy = defineRedactionPolicy({
+  version: 'audit-test',
+  hmacKeys: [{ id: 'k1', secret: 'an-audit-test-hmac-key-of-32-bytes-or-more' }],
+  details: { 'idempotency.claimed': ['note'] },
+});
 /** An emitter on `queue` that keeps events as they are (these tests check the pipeline, not redaction). */
 const emitterFor = (queue: Queue, maxBatch: number) =>
   new AuditEmitter({ queue, pool: ledger.pool, schema: t.schema, redact: passThrough, maxBatch });
@@ -126,7 +131,8 @@ describe('audit pipeline', () => {
     const surrogate = event({ taskId: 'task-refused', seq: 101, details: { note: 'cut \ud83d mid-emoji' } });
     for (const e of [...good.slice(0, 20), nul, ...good.slice(20), surrogate]) emitter.record(e);
     await emitter.flush();
-    const writer = b.auditWriter('audit-refused', ledger.pool);
+    // The dead letter keeps the details the writer's policy allows.
+    const writer = b.auditWriter('audit-refused', ledger.pool, { redactionPolicy: notePolicy });
     const refused = () =>
       t.query(
         `select event, reason from ${t.schema}.audit_dead_letter where reason like 'AUDIT_EVENT_REFUSED%' order by event->>'seq'`,
@@ -140,7 +146,7 @@ describe('audit pipeline', () => {
       'AUDIT_EVENT_REFUSED sqlstate=22P05',
       'AUDIT_EVENT_REFUSED sqlstate=22P02',
     ]);
-    expect(verifyRef(dl.rows[0]?.event.actorId, 'worker\u0000one', DEFAULT_REDACTION_POLICY)).toBe(true);
+    expect(verifyRef(dl.rows[0]?.event.actorId, 'worker\u0000one', notePolicy)).toBe(true);
     expect(dl.rows[1]?.event.details.note).toBe('cut \uFFFD mid-emoji');
     await waitFor(async () => (await queue.getJobCounts('wait', 'active')).wait === 0, 'queue drained');
     expect(await queue.getJobCounts('failed')).toEqual({ failed: 0 });

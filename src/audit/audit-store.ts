@@ -3,13 +3,11 @@ import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { storable } from '../db/storable.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { engineOf } from '../redaction/policy-engine.js';
-import { ReceiptBuilder } from '../redaction/receipt.js';
-import { redact } from '../redaction/redact.js';
 import { type AuditEvent, auditEventSchema } from './audit-event.js';
 import { isAuditEvent } from './check-event.js';
+import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventReason } from './dead-letter-reason.js';
 import { isIdentifier, isLibraryKey } from './identifier-grammar.js';
-import { applyFieldGrammars } from './redact-event.js';
 
 /** Columns of audit_events and the camelCase field each comes from. */
 const COLUMNS: [string, keyof AuditEvent, string][] = [
@@ -112,7 +110,7 @@ export class AuditStore {
             // and what Postgres refused once must be made storable before it is stored. The
             // reason is codes and schema paths only (see DeadLetterReason).
             invalid.map((i) => ({
-              event: storable(this.scrub(i.event)),
+              event: storable(deadLetterEvent(safeJson(i.event), this.policy)),
               reason: formatReason(i.reason),
             })),
           ),
@@ -175,24 +173,6 @@ export class AuditStore {
       JSON.stringify(shape),
       formatReason(reason),
     ]);
-  }
-
-  /**
-   * What the dead-letter table keeps of an event: its clear-text fields under their grammars
-   * (with this store's policy), everything redacted.
-   */
-  private scrub(event: unknown): unknown {
-    const v = safeJson(event);
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) return redact(v, this.policy).value;
-    const engine = engineOf(this.policy);
-    const copy = { ...(v as Record<string, unknown>) };
-    applyFieldGrammars(
-      v as Record<string, unknown>,
-      copy,
-      engine.keyring,
-      () => new ReceiptBuilder(engine.version, '$', engine.limits.maxReceiptPaths),
-    );
-    return redact(copy, this.policy).value;
   }
 
   /**

@@ -58,6 +58,9 @@ const GRAMMARS: readonly [TextField, (v: string, e: EventFields) => boolean][] =
   ['afterStateRef', isStateRef],
 ];
 
+/** The fields {@link applyFieldGrammars} checks. */
+export const GRAMMAR_FIELDS: ReadonlySet<string> = new Set(['eventId', ...GRAMMARS.map(([f]) => f)]);
+
 /** Rule id in the receipt of a field that did not match its grammar and was referenced. */
 export const GRAMMAR_RULE = 'grammar.ref';
 
