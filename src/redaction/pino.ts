@@ -61,12 +61,16 @@ export function pinoRedactPaths(policy: RedactionPolicy, options: PinoRedactPath
   return [...out];
 }
 
+/** pino's `hooks.logMethod`: the arguments of a log call, the method to call with them, the level. */
+type LogMethodHook = (this: pino.Logger, args: unknown[], method: (...args: unknown[]) => void, level: number) => void;
+
 /** The options {@link pinoRedactionOptions} returns, to spread into `pino({...})`. */
 export type PinoRedactionOptions = Required<Pick<LoggerOptions, 'redact' | 'serializers' | 'onChild'>> & {
   formatters: {
     log: (object: Record<string, unknown>) => Record<string, unknown>;
     bindings: (bindings: Record<string, unknown>) => Record<string, unknown>;
   };
+  hooks: { logMethod: LogMethodHook };
 };
 
 /**
@@ -76,7 +80,10 @@ export type PinoRedactionOptions = Required<Pick<LoggerOptions, 'redact' | 'seri
  *   `err` becomes a scrubbed `{ name, code, message, stack }`);
  * - `formatters.bindings` does the same for the root logger's bindings, and `onChild` for every
  *   child logger's bindings (pino resets the bindings formatter for children, so the child's
- *   serialised bindings are redacted once, when the child is made);
+ *   serialised bindings are redacted once, when the child is made, and the formatter is put
+ *   back on the child, so that `child.setBindings(…)` goes through it too);
+ * - `hooks.logMethod` redacts the interpolation arguments (`logger.info('%s %o', secret, obj)`)
+ *   before pino formats them: objects through the field classes, strings and errors scrubbed;
  * - `serializers.msg` scans the message (after printf-style interpolation);
  * - `serializers.err` scrubs errors that reach pino's error serialiser;
  * - `redact` lists {@link pinoRedactPaths} with a censor that applies the field's class
@@ -89,6 +96,13 @@ export type PinoRedactionOptions = Required<Pick<LoggerOptions, 'redact' | 'seri
 export function pinoRedactionOptions(policy: RedactionPolicy): PinoRedactionOptions {
   const engine = engineOf(policy);
   const scan = (text: unknown) => (typeof text === 'string' ? scanBounded(engine, text, NO_HITS) : text);
+  const bindings = (raw: Record<string, unknown>): Record<string, unknown> => {
+    const [own, rest] = split(raw);
+    // A plain object again: pino calls `hasOwnProperty` on what this returns.
+    const out: Record<string, unknown> = { ...(redact(rest, policy).value as Record<string, unknown>) };
+    for (const [k, v] of Object.entries(own)) out[k] = scan(v);
+    return out;
+  };
   return {
     redact: {
       paths: pinoRedactPaths(policy),
@@ -96,15 +110,17 @@ export function pinoRedactionOptions(policy: RedactionPolicy): PinoRedactionOpti
     },
     formatters: {
       log: (object) => redact(object, policy).value as Record<string, unknown>,
-      bindings: (bindings) => {
-        const [own, rest] = split(bindings);
-        // A plain object again: pino calls `hasOwnProperty` on what this returns.
-        const out: Record<string, unknown> = { ...(redact(rest, policy).value as Record<string, unknown>) };
-        for (const [k, v] of Object.entries(own)) out[k] = scan(v);
-        return out;
+      bindings,
+    },
+    hooks: {
+      logMethod(args, method) {
+        method.apply(this, redactArguments(policy, args));
       },
     },
-    onChild: (child) => redactChildBindings(policy, child),
+    onChild: (child) => {
+      redactChildBindings(policy, child);
+      keepBindingsFormatter(child, bindings);
+    },
     serializers: {
       msg: scan,
       err: (err: unknown) => (err instanceof Error ? redactError(err, policy) : err),
@@ -128,6 +144,34 @@ function censor(engine: PolicyEngine, value: unknown, path: readonly unknown[]):
   if (verdict === 'secret') return '[redacted:secret]';
   if (verdict === undefined || verdict === 'allow') return walker.walk(value, 0);
   return walker.applyClass(verdict, value, 0);
+}
+
+/**
+ * The arguments of a log call with its interpolation values redacted. The merging object (a
+ * first object argument) is left to `formatters.log`, and the message string to
+ * `serializers.msg`, which sees it after interpolation.
+ */
+function redactArguments(policy: RedactionPolicy, args: readonly unknown[]): unknown[] {
+  const first = typeof args[0] === 'object' && args[0] !== null ? 1 : 0;
+  if (args.length <= first + 1) return args as unknown[];
+  const out = args.slice();
+  for (let i = first + 1; i < out.length; i++) {
+    const v = out[i];
+    if (v instanceof Error) out[i] = redactError(v, policy);
+    else if (typeof v === 'string' || (typeof v === 'object' && v !== null)) out[i] = redact(v, policy).value;
+  }
+  return out;
+}
+
+/**
+ * Puts the bindings formatter back on a child logger (pino gives children a pass-through one),
+ * so that `child.setBindings(…)` is redacted like the child's first bindings.
+ */
+function keepBindingsFormatter(child: object, bindings: (raw: Record<string, unknown>) => Record<string, unknown>) {
+  const holder = child as Record<symbol, unknown>;
+  const formatters = holder[pino.symbols.formattersSym] as Record<string, unknown> | undefined;
+  if (formatters === undefined || formatters.bindings === bindings) return;
+  holder[pino.symbols.formattersSym] = { ...formatters, bindings };
 }
 
 /** pino's own bindings and the rest (null-prototype objects, so a `__proto__` key stays a key). */
