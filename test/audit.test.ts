@@ -13,6 +13,7 @@ import { verifyRef } from '../src/redaction/refs.js';
 import type { WrapperEvent } from '../src/worker/types.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
+import { testKeyring } from './helpers/keyring.js';
 
 const t = new TestContext('audit');
 const b = bull(t);
@@ -202,7 +203,7 @@ describe('failures outside the processor', () => {
     await ledger.claim({
       key,
       operation: 'mail.send',
-      fingerprint: op.fingerprintOf({ to: 'held' }),
+      fingerprint: op.fingerprintOf({ to: 'held' }, testKeyring),
       leaseMs: 20_000,
       retentionMs: 3_600_000,
       downstream: 'idempotent',
@@ -211,7 +212,11 @@ describe('failures outside the processor', () => {
     const q = b.queue('started-limit');
     const w = b.worker(
       'started-limit',
-      withIdempotency(op, async () => ({ sent: true }), { ledger, audit: { emit: (e) => captured.push(e) } }),
+      withIdempotency(op, async () => ({ sent: true }), {
+        ledger,
+        keyring: testKeyring,
+        audit: { emit: (e) => captured.push(e) },
+      }),
       {
         maxStartedAttempts: 2,
       },
@@ -287,7 +292,11 @@ describe('reconstruction', () => {
       return { assetId: 'as_1' };
     };
     const q = b.queue('story');
-    const w1 = b.worker('story', withIdempotency(op, processor, { ledger, audit: sink, worker: timing }), timing);
+    const w1 = b.worker(
+      'story',
+      withIdempotency(op, processor, { ledger, keyring: testKeyring, audit: sink, worker: timing }),
+      timing,
+    );
     const { jobId, key, idempotencyKey } = await op.enqueue(
       q,
       { order: 'o-story' },
@@ -303,7 +312,11 @@ describe('reconstruction', () => {
     const lockKey = `${t.prefix}:story:${jobId}:lock`;
     const redis = t.redis();
     await redis.del(lockKey);
-    const w2 = b.worker('story', withIdempotency(op, processor, { ledger, audit: sink, worker: timing }), timing);
+    const w2 = b.worker(
+      'story',
+      withIdempotency(op, processor, { ledger, keyring: testKeyring, audit: sink, worker: timing }),
+      timing,
+    );
     const done = await settled(q, jobId, 15_000);
     expect(done.state).toBe('completed');
     releaseFirst();
