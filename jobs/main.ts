@@ -13,6 +13,7 @@ import { type ConnectionOptions, Queue, type Worker } from 'bullmq';
 import type pg from 'pg';
 import { type Logger, pino } from 'pino';
 import { AuditEmitter, type AuditRedactor } from '../src/audit/emitter.js';
+import { auditPolicyFor } from '../src/config/audit-policy.js';
 import { type Config, ConfigError, describeUrl, type LogLevel, loadConfig } from '../src/config/env.js';
 import { checkRedis, connectPostgres, ServiceUnavailableError } from '../src/config/services.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
@@ -114,6 +115,10 @@ export async function startWorkerProcess(
       return w;
     };
 
+    if (!config.keyring) {
+      logger.warn({}, 'BQI_KEYRING is not set: audit references made here join no others');
+    }
+    const auditPolicy = auditPolicyFor(config.keyring);
     const auditQueue = queue(config.auditQueue);
     const sweeperQueue = queue(DEFAULT_SWEEPER_QUEUE);
     const ledger = new PostgresLedger({ pool, schema: config.schema, batching: false });
@@ -133,6 +138,7 @@ export async function startWorkerProcess(
         queueName: config.auditQueue,
         prefix,
         concurrency: config.auditConcurrency,
+        redactionPolicy: auditPolicy,
         logger,
       }),
     );

@@ -501,3 +501,52 @@ describe('dead letters (writer, Postgres, Redis)', () => {
     await queue.close();
   });
 });
+
+describe('the store holds every event to the grammars, whoever made it', () => {
+  it('an event written straight to the store (the CLI, the backfill) with dirty fields lands with refs', async () => {
+    const store = new AuditStore(ledger.pool, t.schema, policy);
+    const values = sensitiveValues();
+    const events: AuditEvent[] = values.map(([, v], i) => ({
+      eventId: eventIdFor('store-direct', i),
+      actorType: 'user',
+      actorId: v,
+      action: 'idempotency.invalidated',
+      resourceType: 'idempotency_key',
+      resourceId: v,
+      decision: 'allow',
+      createdAt: new Date().toISOString(),
+      taskId: v,
+      jobId: v,
+      queue: v,
+      seq: i,
+      phase: 'outcome',
+    }));
+    const clean: AuditEvent = {
+      ...(events[0] as AuditEvent),
+      eventId: eventIdFor('store-direct', 'clean'),
+      actorId: 'alice',
+      resourceId: 'task:42',
+      taskId: 'task-42',
+      jobId: 'job-1',
+      queue: 'mail',
+    };
+    const result = await store.writeBatch([...events, clean]);
+    expect(result.inserted).toBe(events.length + 1);
+    const rows = await t.query(`select t::text as row from ${t.schema}.audit_events t`);
+    const text = rows.rows.map((r) => r.row).join('\n');
+    for (const [what, v] of values) expect(text.includes(v), what).toBe(false);
+    const stored = await t.query(
+      `select actor_id, task_id, job_id, queue from ${t.schema}.audit_events where event_id = $1`,
+      [events[0]?.eventId],
+    );
+    const row = stored.rows[0] as Record<string, string>;
+    for (const col of ['actor_id', 'task_id', 'job_id', 'queue']) {
+      expect(verifyRef(row[col] as string, values[0]?.[1] as string, policy), col).toBe(true);
+    }
+    const ok = await t.query(
+      `select actor_id, task_id, job_id, queue from ${t.schema}.audit_events where event_id = $1`,
+      [clean.eventId],
+    );
+    expect(ok.rows[0]).toEqual({ actor_id: 'alice', task_id: 'task-42', job_id: 'job-1', queue: 'mail' });
+  });
+});

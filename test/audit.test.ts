@@ -128,9 +128,11 @@ describe('audit pipeline', () => {
     const emitter = emitterFor(queue, 100);
     const good = Array.from({ length: 40 }, (_, i) => event({ taskId: 'task-refused', seq: i }));
     // Both pass the schema, and neither can be stored: text cannot hold NUL, jsonb no lone surrogate.
-    const nul = event({ taskId: 'task-refused', seq: 100, actorId: 'worker\u0000one' });
+    const nul = event({ taskId: 'task-refused', seq: 100, details: { note: 'worker\u0000one' } });
+    // A NUL in a clear-text field fails its grammar: the writer stores a ref of it, the event lands.
+    const nulActor = event({ taskId: 'task-refused', seq: 102, actorId: 'worker\u0000two' });
     const surrogate = event({ taskId: 'task-refused', seq: 101, details: { note: 'cut \ud83d mid-emoji' } });
-    for (const e of [...good.slice(0, 20), nul, ...good.slice(20), surrogate]) emitter.record(e);
+    for (const e of [...good.slice(0, 20), nul, nulActor, ...good.slice(20), surrogate]) emitter.record(e);
     await emitter.flush();
     // The dead letter keeps the details the writer's policy allows.
     const writer = b.auditWriter('audit-refused', ledger.pool, { redactionPolicy: notePolicy });
@@ -139,7 +141,9 @@ describe('audit pipeline', () => {
         `select event, reason from ${t.schema}.audit_dead_letter where reason like 'AUDIT_EVENT_REFUSED%' order by event->>'seq'`,
       );
     await waitFor(async () => (await refused()).rows.length === 2, 'the two refused events, dead-lettered');
-    expect(await count("task_id = 'task-refused'")).toBe(40);
+    expect(await count("task_id = 'task-refused'")).toBe(41);
+    const landed = await t.query(`select actor_id from ${t.schema}.audit_events where task_id = 'task-refused' and seq = 102`);
+    expect(verifyRef(landed.rows[0]?.actor_id, 'worker\u0000two', notePolicy)).toBe(true);
     const dl = await refused();
     expect(dl.rows.map((r) => r.event.seq)).toEqual([100, 101]);
     // Only Postgres's SQLSTATE is kept of its refusal; an actor id that is no identifier is a ref.
@@ -147,7 +151,7 @@ describe('audit pipeline', () => {
       'AUDIT_EVENT_REFUSED sqlstate=22P05',
       'AUDIT_EVENT_REFUSED sqlstate=22P02',
     ]);
-    expect(verifyRef(dl.rows[0]?.event.actorId, 'worker\u0000one', notePolicy)).toBe(true);
+    expect(dl.rows[0]?.event.details.note).toBe('worker\uFFFDone');
     expect(dl.rows[1]?.event.details.note).toBe('cut \uFFFD mid-emoji');
     await waitFor(async () => (await queue.getJobCounts('wait', 'active')).wait === 0, 'queue drained');
     expect(await queue.getJobCounts('failed')).toEqual({ failed: 0 });

@@ -8,6 +8,7 @@ import { isAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventReason } from './dead-letter-reason.js';
 import { isIdentifier, isLibraryKey } from './identifier-grammar.js';
+import { fieldGrammarRedactor } from './redact-event.js';
 
 /** Columns of audit_events and the camelCase field each comes from. */
 const COLUMNS: [string, keyof AuditEvent, string][] = [
@@ -50,16 +51,19 @@ export class AuditStore {
   private readonly table: string;
   private readonly deadLetter: string;
   private readonly insertSql: string;
+  private readonly structure: (e: AuditEvent) => AuditEvent;
 
   /**
-   * @param policy scrubs what goes to the dead-letter table; its keys make the references there,
-   * so pass the emitters' policy to keep those matchable. @defaultValue DEFAULT_REDACTION_POLICY
+   * @param policy holds every event's clear-text fields to their grammars and scrubs what goes to
+   * the dead-letter table; its keys make the references, so pass the emitters' policy (the same
+   * keyring) to keep them matchable. @defaultValue DEFAULT_REDACTION_POLICY
    */
   constructor(
     private readonly pool: pg.Pool,
     schema: string = DEFAULT_SCHEMA,
     private readonly policy: RedactionPolicy = DEFAULT_REDACTION_POLICY,
   ) {
+    this.structure = fieldGrammarRedactor(policy);
     const s = checkSchema(schema);
     this.table = `${s}.audit_events`;
     this.deadLetter = `${s}.audit_dead_letter`;
@@ -82,12 +86,16 @@ export class AuditStore {
     let asIs = json !== undefined;
     for (const e of raw) {
       if (isAuditEvent(e)) {
-        valid.push(e);
+        // Every event's clear-text fields pass their grammars here, whoever produced it (an
+        // emitter, the backfill, the CLI): the same check the emitter makes, so usually a no-op.
+        const structured = this.structure(e);
+        if (structured !== e) asIs = false;
+        valid.push(structured);
         continue;
       }
       asIs = false; // zod's output may differ from its input (a dropped __proto__ key)
       const parsed = auditEventSchema.safeParse(e);
-      if (parsed.success) valid.push(parsed.data);
+      if (parsed.success) valid.push(this.structure(parsed.data));
       else invalid.push({ event: e, reason: invalidEventReason(parsed.error) });
     }
     let inserted = 0;

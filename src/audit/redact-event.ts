@@ -112,6 +112,32 @@ function addsNothing(base: RedactionReceipt, extra: RedactionReceipt): boolean {
 }
 
 /**
+ * The field grammars alone, for the writer's last check of every event before Postgres: events
+ * from the backfill, the CLI or another producer may not have been through an emitter's
+ * redaction. Returns the event itself when every field passes (the common case: nothing is
+ * allocated but a scratch copy), else a copy with the failing fields as keyed references and the
+ * receipt merged.
+ */
+export function fieldGrammarRedactor(policy: RedactionPolicy): AuditRedactor {
+  const engine = engineOf(policy);
+  const receiptOf = () => new ReceiptBuilder(engine.version, '$', engine.limits.maxReceiptPaths);
+  return (event: AuditEvent): AuditEvent => {
+    const out: AuditEvent = { ...event };
+    const receipt = applyFieldGrammars(event, out, engine.keyring, receiptOf);
+    if (!receipt) return event;
+    let changed = false;
+    for (const f of GRAMMAR_FIELDS) {
+      if (out[f as keyof AuditEvent] !== event[f as keyof AuditEvent]) changed = true;
+    }
+    if (!changed) return event;
+    const built = receipt.build();
+    const before = event.redaction as RedactionReceipt | undefined;
+    out.redaction = before ? mergeReceipts(before, built) : built;
+    return out;
+  };
+}
+
+/**
  * The emitter's redaction step. Every clear-text field (actor, action, resource, codes, task,
  * step, operation, job, queue, state refs) must match its grammar, or it becomes a keyed
  * reference; system events too, since job ids, queue names and keys are user-chosen. `details`

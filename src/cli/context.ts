@@ -94,7 +94,9 @@ export class CliContext {
 
   async store(): Promise<AuditStore> {
     const { AuditStore } = await import('../audit/audit-store.js');
-    return new AuditStore(await this.pool(), this.schema);
+    const { auditPolicyFor } = await import('../config/audit-policy.js');
+    // The keyring's ref keys: what the store writes (operator events) matches the workers' refs.
+    return new AuditStore(await this.pool(), this.schema, auditPolicyFor(this.config.keyring));
   }
 
   /** BullMQ connection options, after a reachability check of REDIS_URL. */

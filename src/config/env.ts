@@ -28,6 +28,12 @@ export type Config = {
   shutdownTimeoutMs: number;
   /** `LOG_LEVEL`: pino level. @defaultValue `'info'` */
   logLevel: LogLevel;
+  /**
+   * `BQI_KEYRING`: the workers' keyring. Its ref keys make the references the audit writer puts in
+   * place of fields that fail their grammar, so they match the workers' own. Without it, a random
+   * per-process key is used: still safe, but those references join nothing.
+   */
+  keyring?: Keyring;
 };
 
 /** What the CLI reads: the URLs are required only by the commands that use them. */
@@ -141,6 +147,7 @@ const fields = {
 
 const workerSchema = z.object({
   ...fields,
+  BQI_KEYRING: keyringSpec.optional(),
   DATABASE_URL: fields.DATABASE_URL.optional(),
   REDIS_URL: fields.REDIS_URL.optional(),
 });
@@ -202,6 +209,7 @@ export function loadConfig(env: Env = process.env): Config {
     sweepEveryMs: e.BQI_SWEEP_EVERY_MS,
     shutdownTimeoutMs: e.BQI_SHUTDOWN_TIMEOUT_MS,
     logLevel: e.LOG_LEVEL,
+    ...(e.BQI_KEYRING ? { keyring: e.BQI_KEYRING } : {}),
   };
 }
 
