@@ -16,6 +16,7 @@ import { AuditEmitter, type AuditRedactor } from '../src/audit/emitter.js';
 import { auditPolicyFor } from '../src/config/audit-policy.js';
 import { type Config, ConfigError, describeUrl, type LogLevel, loadConfig } from '../src/config/env.js';
 import { checkRedis, connectPostgres, ServiceUnavailableError } from '../src/config/services.js';
+import { errorLabel } from '../src/errors/clean-name.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { DEFAULT_REDACTION_POLICY, pinoRedactionOptions } from '../src/redaction/index.js';
 import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from './audit-backfill.js';
@@ -158,7 +159,10 @@ export async function startWorkerProcess(
       ['sweeper', sweeper],
     ] as const) {
       w.on('failed', (job, err) =>
-        logger.warn({ worker: name, jobId: job?.id, attemptsMade: job?.attemptsMade, err: err.message }, 'job failed'),
+        logger.warn(
+          { worker: name, jobId: job?.id, attemptsMade: job?.attemptsMade, err: errorLabel(err) },
+          'job failed',
+        ),
       );
     }
 

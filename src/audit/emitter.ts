@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { ZodError } from 'zod';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { storable, storableText } from '../db/storable.js';
-import { isCleanName } from '../errors/clean-name.js';
+import { errorLabel } from '../errors/clean-name.js';
 import type { AuditSink, Logger, WrapperEvent } from '../worker/types.js';
 import type { AuditEvent } from './audit-event.js';
 import { auditBatchJob } from './batch-codec.js';
@@ -132,7 +132,7 @@ export class AuditEmitter implements AuditSink {
         () => {
           this.metrics.enqueued += events.length;
         },
-        (err: Error) => this.toOutbox(events, `enqueue failed: ${errorCode(err)}`),
+        (err: Error) => this.toOutbox(events, `enqueue failed: ${errorLabel(err)}`),
       );
     this.track(p, events.length);
   }
@@ -148,7 +148,7 @@ export class AuditEmitter implements AuditSink {
       this.metrics.outboxed += events.length;
     } catch (err) {
       this.metrics.dropped += events.length;
-      this.opts.logger?.error({ count: events.length, err: errorCode(err), reason }, 'audit events lost');
+      this.opts.logger?.error({ count: events.length, err: errorLabel(err), reason }, 'audit events lost');
     }
   }
 
@@ -159,12 +159,4 @@ export class AuditEmitter implements AuditSink {
       this.held -= held;
     });
   }
-}
-
-/** An error as the emitter logs it: its code (a SQLSTATE, `ECONNREFUSED`) or class name, never its text. */
-function errorCode(err: unknown): string {
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string' && isCleanName(code)) return code;
-  const name = (err as { name?: unknown }).name;
-  return typeof name === 'string' && isCleanName(name) ? name : 'Error';
 }

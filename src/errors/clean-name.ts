@@ -28,3 +28,14 @@ export function cleanPath(path: string): string {
     )
     .join('');
 }
+
+/**
+ * An error as a log line may name it: its code (a SQLSTATE, `ECONNREFUSED`) when clean, else its
+ * class name, never its message (Postgres and zod quote the values they refuse).
+ */
+export function errorLabel(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && isCleanName(code)) return code;
+  const name = (err as { name?: unknown } | null)?.name;
+  return typeof name === 'string' && isCleanName(name) ? name : 'Error';
+}
