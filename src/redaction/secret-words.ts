@@ -201,11 +201,11 @@ function judge(name: string): SecretNameKind | undefined {
   let weak = false;
   for (let i = 0; i < n; i++) {
     const w = words[i]!;
-    if (STRONG_WORDS.has(w)) return 'strong';
+    if (STRONG_WORDS.has(w) || w.endsWith('secret') || w.endsWith('secrets')) return 'strong';
     for (const infix of STRONG_INFIXES) if (w.includes(infix)) return 'strong';
     if (WEAK_WORDS.has(w)) weak = true;
     else if (w === 'key' && i > 0 && KEY_QUALIFIERS.has(words[i - 1]!)) weak = true;
-    else if (w.length > 6) for (const infix of WEAK_INFIXES) if (w.includes(infix)) weak = true;
+    else if (w.length > 6 && (w.endsWith('token') || WEAK_INFIXES.some((infix) => w.includes(infix)))) weak = true;
   }
   return weak ? 'weak' : undefined;
 }

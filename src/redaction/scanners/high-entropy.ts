@@ -1,7 +1,7 @@
 import { randomBase64, randomRun } from './randomness.js';
 import { replaceMatches } from './replace-matches.js';
 import { marker, type Scanner } from './scanner.js';
-import { alnumRun, F_SLASH } from './text-features.js';
+import { alnumRun, F_DASH, F_SLASH } from './text-features.js';
 
 /**
  * A run of token characters (base64, base64url, `_` and `-` separated ids) of 20 or more, with
@@ -9,9 +9,11 @@ import { alnumRun, F_SLASH } from './text-features.js';
  * the run in the pattern, so each run is walked once.
  */
 const RUN = /(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,}={0,3}/g;
-const BASE64_ONLY = /^[A-Za-z0-9+/]+={0,3}$/;
-
-/** True when a segment between `+ / _ -` looks random, or the run is base64 that does as a whole. */
+/**
+ * True when a segment between `+ / _ -` looks random, or a long run does as a whole (base64 and
+ * base64url split a key into short pieces at random places; a kebab-case name or a path of words
+ * does not look random however it is joined).
+ */
 export function tokenLike(run: string): boolean {
   let start = 0;
   for (let i = 0; i <= run.length; i++) {
@@ -21,8 +23,19 @@ export function tokenLike(run: string): boolean {
       start = i + 1;
     }
   }
-  // Without `+` or `/` the run was one segment, judged above.
-  return run.length >= 32 && (run.includes('+') || run.includes('/')) && BASE64_ONLY.test(run) && randomBase64(run);
+  return randomBase64(run);
+}
+
+/** A whole value that is a UUID (ids are the most common long runs of all), told without a regex. */
+function isUuid(text: string): boolean {
+  if (text.length !== 36) return false;
+  for (let i = 0; i < 36; i++) {
+    const c = text.charCodeAt(i) | 32;
+    if (i === 8 || i === 13 || i === 18 || i === 23) {
+      if (c !== 45) return false;
+    } else if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
+  }
+  return true;
 }
 
 /**
@@ -37,10 +50,11 @@ export const highEntropyScanner: Scanner = {
   minLength: 20,
   minDigits: 0,
   minRun: 0,
-  minAlnum: 16,
-  // A segment of 20, or a base64 run (with `+` or `/`) whose segments are shorter.
-  gate: (f) => alnumRun(f) >= 20 || (f & F_SLASH) !== 0,
+  minAlnum: 6,
+  // A segment of 20, or a run whose separators (`+ / _ -`) cut it into shorter ones.
+  gate: (f) => alnumRun(f) >= 20 || (f & (F_SLASH | F_DASH)) !== 0,
   scan(text, sink) {
+    if (isUuid(text)) return text;
     return replaceMatches(RUN, text, ([m]) => {
       if (!tokenLike(m)) return m;
       sink.hit('high_entropy');

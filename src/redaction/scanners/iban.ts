@@ -2,7 +2,7 @@ import { ibanValid } from './checksums.js';
 import { IBAN_LENGTHS } from './iban-lengths.js';
 import { replaceMatches } from './replace-matches.js';
 import type { Scanner } from './scanner.js';
-import { alnumRun, F_DASH, F_SPACE } from './text-features.js';
+import { digitRun } from './text-features.js';
 
 /**
  * Country code, check digits, then up to 30 characters each optionally preceded by one space or
@@ -44,8 +44,8 @@ export const ibanScanner: Scanner = {
   minDigits: 10,
   minRun: 0,
   minAlnum: 0,
-  // Compact (a run of 15+), or printed in groups (spaces or dashes between them).
-  gate: (f) => alnumRun(f) >= 15 || (f & (F_SPACE | F_DASH)) !== 0,
+  // Every country's IBAN holds a run of 10+ digits (compact, or in printed groups of four).
+  gate: (f) => digitRun(f) >= 10,
   scan(text, sink) {
     return replaceMatches(IBAN, text, ([m]) => {
       const length = IBAN_LENGTHS.get(m.slice(0, 2).toUpperCase());

@@ -52,7 +52,9 @@ function digitGroups(compact: string, candidate: string): boolean {
 /** Formats with letters next to digits, tried on one candidate (a HETU and a personnummer can look alike). */
 function lettered(compact: string, candidate: string): boolean {
   const upper = candidate.toUpperCase();
-  return ukNino(compact) || spanishId(compact) || finnishHetu(upper) || swedishPersonnummer(compact);
+  return (
+    ukNino(compact) || spanishId(compact) || finnishHetu(upper) || swedishPersonnummer(compact) || frenchNir(compact)
+  );
 }
 
 /** Digit-only formats of fixed length; a candidate of 9 to 12 digits is judged by its groups. */
@@ -69,8 +71,9 @@ function digitsOnly(compact: string, candidate: string): boolean {
  */
 const DETECTORS: readonly Detector[] = [
   {
-    // UK NINO (compact or in pairs), Spanish DNI/NIE, Finnish HETU, Swedish personnummer.
-    re: /(?<![A-Za-z0-9_+-])(?:[A-Za-z]{2} ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-Da-d]|(?:[XYZxyz][- ]?)?[0-9]{7,8}[- ]?[A-Za-z]|[0-9]{6}[-+A-FU-Ya-fu-y][0-9]{3}[0-9A-Ya-y]|(?:[0-9]{2})?[0-9]{6}[-+][0-9]{4})(?![A-Za-z0-9_]|-[0-9])/g,
+    // UK NINO (compact or in pairs), Spanish DNI/NIE, Finnish HETU, Swedish personnummer, and a
+    // French NIR born in Corsica (2A/2B in the middle).
+    re: /(?<![A-Za-z0-9_+-])(?:[12] ?[0-9]{2} ?[0-9]{2} ?2[ABab] ?[0-9]{3} ?[0-9]{3} ?[0-9]{2}|[A-Za-z]{2} ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-Da-d]|(?:[XYZxyz][- ]?)?[0-9]{7,8}[- ]?[A-Za-z]|[0-9]{6}[-+A-FU-Ya-fu-y][0-9]{3}[0-9A-Ya-y]|(?:[0-9]{2})?[0-9]{6}[-+][0-9]{4})(?![A-Za-z0-9_]|-[0-9])/g,
     valid: lettered,
     gate: (f) => pureDigitRun(f) >= 6 || (digitRun(f) >= 6 && (f & F_SPACE) !== 0),
   },

@@ -84,9 +84,15 @@ export function pairValue(text: string, from: number, strong: boolean, phrase = 
     const quote = text.charAt(from);
     return { start: from + 1, end: quotedEnd(text, from + 1, quote), quote };
   }
-  if (c === 92 && (text.charCodeAt(from + 1) === 34 || text.charCodeAt(from + 1) === 39)) {
-    const quote = text.slice(from, from + 2);
-    return { start: from + 2, end: quotedEnd(text, from + 2, quote), quote };
+  if (c === 92) {
+    // An escaped quote, at any depth of escaping (`\"`, `\\\"` in JSON inside JSON).
+    let k = from;
+    while (text.charCodeAt(k) === 92 && k - from < 8) k++;
+    const q = text.charCodeAt(k);
+    if (q === 34 || q === 39) {
+      const quote = text.slice(from, k + 1);
+      return { start: k + 1, end: quotedEnd(text, k + 1, quote), quote };
+    }
   }
   let end = wordEnd(text, from, strong);
   if (!phrase || end === from) return { start: from, end, quote: '' };

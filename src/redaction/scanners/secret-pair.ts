@@ -11,7 +11,7 @@ import { F_ASSIGN } from './text-features.js';
  * so a Cyrillic look-alike is seen; not a digit, so `10:20:30` is no name), matched only from the start of a run, so each run costs one walk; the value is read in code.
  */
 const NAME =
-  /(?<![\w.\-\u00c0-\uffff\\])(\\?["']?)([A-Za-z_\-\u00c0-\uffff][\w.\-\u00c0-\uffff]*)(\\?["']?)[ \t]{0,3}(?:=>|[:=])[ \t]{0,3}/g;
+  /(?<![\w.\-\u00c0-\uffff\\])((?:\\{1,7})?["']?)([A-Za-z_\-\u00c0-\uffff][\w.\-\u00c0-\uffff]*)((?:\\{1,7})?["']?)[ \t]{0,3}(?:=>|[:=])[ \t]{0,3}/g;
 /** A cheap test before the word-by-word judgement: nothing secret-ish in the name, no work. */
 const HINT =
   /pass|pw|secret|cred|auth|cookie|tok|key|sess|sid|sig|otp|csrf|xsrf|nonce|salt|pin|cv[cv]|bearer|jwt|wort|contrase|senha|motdepasse|[\u0080-\uffff]/i;
