@@ -1,4 +1,5 @@
 import { sha256 } from '../fingerprint/sha256.js';
+import { secretNameKind } from '../redaction/secret-words.js';
 
 /**
  * The grammars of an audit event's clear-text fields. An event is told in identifiers, actions
@@ -185,7 +186,24 @@ export function hasIdentifierStructure(s: string): boolean {
 
 /** An identifier of at most `max` characters (see the module's summary). */
 export function isIdentifier(v: string, max: number): boolean {
-  return v.length <= max && ID_CHARS.test(v) && hasIdentifierStructure(v);
+  return v.length <= max && ID_CHARS.test(v) && hasIdentifierStructure(v) && !namesASecret(v);
+}
+
+const NAME_VALUE = /([A-Za-z0-9_-]+)([=:])/g;
+
+/**
+ * True when `v` has the shape `<secret name>=<value>` or `<secret name>:<value>` somewhere
+ * (`PGPASSWORD=…`, `db.password:…`, `api_key=…`): then what follows the name is a secret however
+ * ordinary it looks. A weak name (`token`, `session`) counts only before `=`, so `session:42`
+ * stays an id.
+ */
+function namesASecret(v: string): boolean {
+  if (!v.includes('=') && !v.includes(':')) return false;
+  for (const m of v.matchAll(NAME_VALUE)) {
+    const kind = secretNameKind(m[1] as string);
+    if (kind === 'strong' || (kind === 'weak' && m[2] === '=')) return true;
+  }
+  return false;
 }
 
 /** An action: dotted lower-case words (`tool.charge`, `idempotency.in_progress`). */
