@@ -1,4 +1,4 @@
-import { randomBase64, randomRun } from './randomness.js';
+import { randomRun } from './randomness.js';
 import { replaceMatches } from './replace-matches.js';
 import { marker, type Scanner } from './scanner.js';
 import { alnumRun, F_DASH, F_SLASH } from './text-features.js';
@@ -16,14 +16,39 @@ const RUN = /(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,}={0,3}/g;
  */
 export function tokenLike(run: string): boolean {
   let start = 0;
+  let segments = 0;
   for (let i = 0; i <= run.length; i++) {
     const c = i < run.length ? run.charCodeAt(i) : 61;
     if (c === 43 || c === 47 || c === 95 || c === 45 || c === 61) {
+      if (i > start) segments++;
       if (i - start >= 20 && randomRun(run, start, i)) return true;
       start = i + 1;
     }
   }
-  return randomBase64(run);
+  // One segment (a digest, a word run) was judged whole above.
+  if (segments <= 1) return false;
+  return randomRun(run, prefixEnd(run), run.length);
+}
+
+/**
+ * Where the body of a run starts after up to two short lower-case prefixes (`ch_`, `cus_`,
+ * `sk_live_`): an id's prefix is not part of its randomness, so `ch_` and 18 random characters
+ * is judged as 18 (an id), not 20.
+ */
+function prefixEnd(run: string): number {
+  let at = 0;
+  for (let words = 0; words < 2; words++) {
+    let i = at;
+    while (i < run.length && i - at <= 5 && isLower(run.charCodeAt(i))) i++;
+    const c = run.charCodeAt(i);
+    if (i === at || i - at > 5 || (c !== 95 && c !== 45)) break;
+    at = i + 1;
+  }
+  return at;
+}
+
+function isLower(c: number): boolean {
+  return c >= 97 && c <= 122;
 }
 
 /** A whole value that is a UUID (ids are the most common long runs of all), told without a regex. */
@@ -50,7 +75,7 @@ export const highEntropyScanner: Scanner = {
   minLength: 20,
   minDigits: 0,
   minRun: 0,
-  minAlnum: 6,
+  minAlnum: 8,
   // A segment of 20, or a run whose separators (`+ / _ -`) cut it into shorter ones.
   gate: (f) => alnumRun(f) >= 20 || (f & (F_SLASH | F_DASH)) !== 0,
   scan(text, sink) {
