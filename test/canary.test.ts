@@ -101,7 +101,7 @@ describe('redaction end to end', () => {
     await waitFor(async () => (await ledger.get(jobs[0]!.key))?.status === 'completed', 'the first job');
     const finals = await Promise.all(jobs.slice(1).map((j) => settled(q, j.jobId)));
     expect(finals.map((f) => f.state)).toEqual(['completed', 'failed', 'failed']);
-    // A replay returns the recorded (redacted) result.
+    // A replay returns the recorded (sealed) result.
     const replay = await q.add('again', { kind: 'ok', n: 2, payload: clean });
     expect((await settled(q, replay.id as string)).returnvalue).toEqual(finals[0]?.returnvalue);
     await emitter.flush();
