@@ -9,25 +9,21 @@ import { alnumRun, F_DASH, F_SLASH } from './text-features.js';
  * the run in the pattern, so each run is walked once.
  */
 const RUN = /(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,}={0,3}/g;
-/**
- * True when a segment between `+ / _ -` looks random, or a long run does as a whole (base64 and
- * base64url split a key into short pieces at random places; a kebab-case name or a path of words
- * does not look random however it is joined).
- */
-export function tokenLike(run: string): boolean {
-  let start = 0;
-  let segments = 0;
-  for (let i = 0; i <= run.length; i++) {
-    const c = i < run.length ? run.charCodeAt(i) : 61;
-    if (c === 43 || c === 47 || c === 95 || c === 45 || c === 61) {
-      if (i > start) segments++;
-      if (i - start >= 20 && randomRun(run, start, i)) return true;
-      start = i + 1;
-    }
+function isSeparator(c: number): boolean {
+  return c === 43 || c === 47 || c === 95 || c === 45 || c === 61;
+}
+
+/** A segment of letters of one case only: a word (`worker`, `live`, `ch`), not a piece of a key. */
+function isWord(run: string, from: number, to: number): boolean {
+  let lower = false;
+  let upper = false;
+  for (let i = from; i < to; i++) {
+    const c = run.charCodeAt(i);
+    if (c >= 97 && c <= 122) lower = true;
+    else if (c >= 65 && c <= 90) upper = true;
+    else return false;
   }
-  // One segment (a digest, a word run) was judged whole above.
-  if (segments <= 1) return false;
-  return randomRun(run, prefixEnd(run), run.length);
+  return !(lower && upper);
 }
 
 /**
@@ -61,6 +57,31 @@ function isUuid(text: string): boolean {
     } else if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
   }
   return true;
+}
+
+/**
+ * True when a segment between `+ / _ -` looks random, or the run does as a whole once its
+ * prefix and its words are left out: base64 and base64url cut a key into pieces at random places, while
+ * `t_worker_process_23b62ed0`, `ch_` and 18 characters, or `export_2024-06-01` are words and
+ * an id whose random part is short.
+ */
+export function tokenLike(run: string): boolean {
+  let start = 0;
+  let segments = 0;
+  let pieces = '';
+  const body = prefixEnd(run);
+  for (let i = 0; i <= run.length; i++) {
+    if (i < run.length && !isSeparator(run.charCodeAt(i))) continue;
+    if (i > start) {
+      segments++;
+      if (i - start >= 20 && randomRun(run, start, i)) return true;
+      // Words of four letters or more are words; shorter letter runs are as likely a key's piece.
+      if (start >= body && !(i - start >= 4 && isWord(run, start, i))) pieces += run.slice(start, i);
+    }
+    start = i + 1;
+  }
+  // One segment was judged whole above.
+  return segments > 1 && pieces.length >= 20 && randomRun(pieces, 0, pieces.length);
 }
 
 /**
