@@ -142,7 +142,9 @@ describe('audit pipeline', () => {
       );
     await waitFor(async () => (await refused()).rows.length === 2, 'the two refused events, dead-lettered');
     expect(await count("task_id = 'task-refused'")).toBe(41);
-    const landed = await t.query(`select actor_id from ${t.schema}.audit_events where task_id = 'task-refused' and seq = 102`);
+    const landed = await t.query(
+      `select actor_id from ${t.schema}.audit_events where task_id = 'task-refused' and seq = 102`,
+    );
     expect(verifyRef(landed.rows[0]?.actor_id, 'worker\u0000two', notePolicy)).toBe(true);
     const dl = await refused();
     expect(dl.rows.map((r) => r.event.seq)).toEqual([100, 101]);

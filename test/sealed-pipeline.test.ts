@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Queue, Worker } from 'bullmq';
+import type { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { RetryableError, TerminalError } from '../src/errors/processor-errors.js';

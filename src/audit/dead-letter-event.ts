@@ -29,7 +29,8 @@ export function deadLetterEvent(raw: unknown, policy: RedactionPolicy): unknown 
   for (const k of Object.keys(raw)) {
     const v = raw[k];
     if (!Object.hasOwn(SHAPE, k)) omitted++;
-    else if (k === 'details') continue; // below, by the action as told
+    else if (k === 'details')
+      continue; // below, by the action as told
     else if (GRAMMAR_FIELDS.has(k) && typeof v === 'string')
       out[k] = v; // checked below
     else if ((SHAPE[k] as (typeof SHAPE)[string]).safeParse(v).success) out[k] = v;
