@@ -16,6 +16,7 @@ export {
 } from '../jobs/ledger-sweeper.js';
 export { type AuditEvent, auditEventSchema, eventIdFor, redactionReceiptSchema } from './audit/audit-event.js';
 export { AuditStore, type WriteBatchResult } from './audit/audit-store.js';
+export type { DeadLetterReason } from './audit/dead-letter-reason.js';
 export { eventsForRecord } from './audit/derive.js';
 export { AUDIT_JOB_NAME, AuditEmitter, type AuditEmitterOptions, type AuditRedactor } from './audit/emitter.js';
 export { auditEventFromWrapper } from './audit/from-wrapper.js';
@@ -82,6 +83,7 @@ export {
 } from './operation/retry-window.js';
 export { type EnqueueOptions, type EnqueueResult, jobIdFor } from './producer/enqueue.js';
 export {
+  type CustomScannerInput,
   DEFAULT_REDACTION_POLICY,
   defineRedactionPolicy,
   FIELD_CLASSES,

@@ -33,4 +33,5 @@ export { type OmittedSummary, redactDetails } from './redact-details.js';
 export { redactError } from './redact-error.js';
 export { redactString } from './redact-string.js';
 export { identifierRef, verifyRef } from './refs.js';
+export type { CustomScannerInput } from './scanners/custom-scanner.js';
 export { SCANNER_IDS, type ScannerId } from './scanners/scanner.js';
