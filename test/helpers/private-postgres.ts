@@ -1,0 +1,150 @@
+import { execFile } from 'node:child_process';
+import { chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+
+const run = promisify(execFile);
+const BIN = '/usr/lib/postgresql/15/bin';
+
+/** A free loopback TCP port (the kernel picks it; a later bind can still race, rarely). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function asPostgres(cmd: string, args: string[]): Promise<string> {
+  const { stdout } = await run('runuser', ['-u', 'postgres', '--', cmd, ...args], { timeout: 60_000 });
+  return stdout;
+}
+
+/**
+ * A Postgres cluster of a test's own: initdb into a temporary folder, on a free loopback port,
+ * trust authentication. For fault tests that stop, restart, pause or cut a database: never the
+ * shared one that other test files use at the same time. `destroy()` stops it and removes it.
+ *
+ * @example
+ * const db = await PrivatePostgres.start();
+ * const url = db.url();            // postgres://postgres@127.0.0.1:<port>/postgres
+ * await db.restart('immediate');   // a crash and recovery
+ * await db.destroy();
+ */
+export class PrivatePostgres {
+  private paused = false;
+
+  private constructor(
+    readonly dir: string,
+    readonly port: number,
+  ) {}
+
+  static async start(options: { maxConnections?: number } = {}): Promise<PrivatePostgres> {
+    const dir = mkdtempSync(join(tmpdir(), 'bqi-pg-'));
+    chownSync(dir, 101, 104);
+    const port = await freePort();
+    const db = new PrivatePostgres(dir, port);
+    await asPostgres(`${BIN}/initdb`, [
+      '-D',
+      join(dir, 'data'),
+      '-U',
+      'postgres',
+      '--auth=trust',
+      '-E',
+      'UTF8',
+      '--no-sync',
+    ]);
+    db.maxConnections = options.maxConnections ?? 100;
+    await db.startAgain();
+    return db;
+  }
+
+  private maxConnections = 100;
+
+  /** A connection URL of this cluster. */
+  url(database = 'postgres', applicationName?: string): string {
+    const u = new URL(`postgres://postgres@127.0.0.1:${this.port}/${database}`);
+    if (applicationName) u.searchParams.set('application_name', applicationName);
+    return u.toString();
+  }
+
+  /** Starts the cluster (again) and waits until it accepts connections. */
+  async startAgain(): Promise<void> {
+    await asPostgres(`${BIN}/pg_ctl`, [
+      '-D',
+      join(this.dir, 'data'),
+      '-l',
+      join(this.dir, 'log'),
+      '-w',
+      '-t',
+      '60',
+      '-o',
+      `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c max_connections=${this.maxConnections} -c fsync=off -c synchronous_commit=on -c full_page_writes=off`,
+      'start',
+    ]);
+  }
+
+  /** Stops the cluster: `fast` closes sessions and checkpoints; `immediate` is a crash. */
+  async stop(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
+    if (this.paused) this.resume();
+    await asPostgres(`${BIN}/pg_ctl`, ['-D', join(this.dir, 'data'), '-m', mode, '-w', '-t', '60', 'stop']);
+  }
+
+  async restart(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
+    await this.stop(mode);
+    await this.startAgain();
+  }
+
+  /** The postmaster's pid and every backend's: what SIGSTOP must reach to freeze the database. */
+  private pids(): number[] {
+    const master = Number(readFileSync(join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const children = readFileSync(`/proc/${master}/task/${master}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
+    return [master, ...children];
+  }
+
+  /** Freezes every process of the cluster (SIGSTOP): connections stay open, nothing answers. */
+  pause(): void {
+    for (const pid of this.pids()) process.kill(pid, 'SIGSTOP');
+    this.paused = true;
+  }
+
+  resume(): void {
+    for (const pid of this.pids()) process.kill(pid, 'SIGCONT');
+    this.paused = false;
+  }
+
+  /** Terminates every client backend but this query's own (what a failover or a proxy's idle timeout does). */
+  async terminateConnections(): Promise<number> {
+    const c = new pg.Client({ connectionString: this.url() });
+    await c.connect();
+    try {
+      const r = await c.query(
+        `select count(pg_terminate_backend(pid)) as n from pg_stat_activity
+         where pid <> pg_backend_pid() and backend_type = 'client backend'`,
+      );
+      return Number(r.rows[0]?.n ?? 0);
+    } finally {
+      await c.end();
+    }
+  }
+
+  /** Stops the cluster (a crash, it is thrown away) and removes its folder. */
+  async destroy(): Promise<void> {
+    try {
+      await this.stop('immediate');
+    } catch {
+      // already stopped
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
