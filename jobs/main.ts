@@ -89,7 +89,7 @@ export async function startWorkerProcess(
       max: 10,
       timeoutMs: checkMs,
       applicationName: 'bullmq-idempotency-worker',
-      onError: (err) => logger.warn({ err: err.message }, 'idle Postgres connection lost'),
+      onError: (err) => logger.warn({ err: errorLabel(err) }, 'idle Postgres connection lost'),
     }),
     checkRedis(config.redisUrl, checkMs),
   ]);

@@ -1,5 +1,8 @@
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
+import { type PoolLogger, watchPoolErrors } from '../db/pool-errors.js';
+import { DEFAULT_PREPARED_STATEMENTS, runStatement } from '../db/prepared-statements.js';
+import { statementName } from '../db/statement-name.js';
 import { storable } from '../db/storable.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { engineOf } from '../redaction/policy-engine.js';
@@ -41,6 +44,18 @@ const COLUMNS: [string, keyof AuditEvent, string][] = [
 
 export type WriteBatchResult = { inserted: number; duplicates: number; deadLettered: number };
 
+/** How an {@link AuditStore} talks to its pool. */
+export type AuditStoreOptions = {
+  /**
+   * Run the batch insert as a named prepared statement. `false` behind a pooler in transaction
+   * mode (pgbouncer < 1.21, RDS Proxy, Supavisor); see the ledger's option of the same name.
+   * @defaultValue `true`
+   */
+  preparedStatements?: boolean;
+  /** Receives one warning per dropped idle connection, when the store watches the pool (it has no `'error'` listener). */
+  logger?: PoolLogger;
+};
+
 /**
  * Postgres side of the audit trail. A batch is written with one multi-row statement
  * (`jsonb_to_recordset`, one parameter however many events) and `ON CONFLICT DO NOTHING`, so a
@@ -51,20 +66,28 @@ export class AuditStore {
   private readonly table: string;
   private readonly deadLetter: string;
   private readonly insertSql: string;
+  /** The insert's prepared-statement name; undefined when it runs unnamed. */
+  private readonly insertName: string | undefined;
   private readonly structure: (e: AuditEvent) => AuditEvent;
 
   /**
    * @param policy holds every event's clear-text fields to their grammars and scrubs what goes to
    * the dead-letter table; its keys make the references, so pass the emitters' policy (the same
    * keyring) to keep them matchable. @defaultValue DEFAULT_REDACTION_POLICY
+   * @param options prepared statements and pool errors; a pool without an `'error'` listener gets
+   * the library's (a dropped idle connection must not end the process).
    */
   constructor(
     private readonly pool: pg.Pool,
     schema: string = DEFAULT_SCHEMA,
     private readonly policy: RedactionPolicy = DEFAULT_REDACTION_POLICY,
+    options: AuditStoreOptions = {},
   ) {
+    watchPoolErrors(pool, options.logger);
     this.structure = fieldGrammarRedactor(policy);
     const s = checkSchema(schema);
+    this.insertName =
+      (options.preparedStatements ?? DEFAULT_PREPARED_STATEMENTS) ? statementName('audit_insert', s) : undefined;
     this.table = `${s}.audit_events`;
     this.deadLetter = `${s}.audit_dead_letter`;
     const cols = COLUMNS.map(([c]) => c).join(', ');
@@ -129,7 +152,7 @@ export class AuditStore {
   }
 
   private async insert(json: string): Promise<number> {
-    const res = await this.pool.query({ name: `bqi_audit_insert_${this.table}`, text: this.insertSql, values: [json] });
+    const res = await runStatement(this.pool, this.insertName, this.insertSql, [json]);
     return res.rowCount ?? 0;
   }
 

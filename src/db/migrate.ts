@@ -2,6 +2,7 @@ import { type MigrationResultSet, Migrator, NO_MIGRATIONS } from 'kysely';
 import pg from 'pg';
 import { allMigrations } from '../../migrations/index.js';
 import { checkSchema, DEFAULT_SCHEMA, kyselyFor, openPool, type PostgresOptions } from './connection.js';
+import { watchClientErrors } from './pool-errors.js';
 
 /** The library keeps its own migration bookkeeping so it never mixes with the application's. */
 export const MIGRATION_TABLE = 'bullmq_idempotency_migration';
@@ -16,6 +17,9 @@ export type MigrateOptions = PostgresOptions & {
  * Creates or upgrades the library's tables. Safe to run from many processes at once:
  * a Postgres advisory lock serialises them, and the second one finds nothing to do.
  *
+ * The lock is held by a session, so connect directly to Postgres (or through a pooler in session
+ * mode), not through a pooler in transaction mode. Migrations use no named prepared statements.
+ *
  * @example
  * await migrate({ connectionString: process.env.DATABASE_URL });
  */
@@ -25,6 +29,7 @@ export async function migrate(options: MigrateOptions): Promise<MigrationResultS
   const db = kyselyFor(pool);
   // The lock lives on its own connection, outside the pool, so a pool of size 1 still works.
   const lockClient = new pg.Client(pool.options);
+  watchClientErrors(lockClient, options.logger);
   try {
     await lockClient.connect();
     // One lock for the whole schema covers the creation of the schema and of kysely's own

@@ -1,6 +1,9 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA, kyselyFor, openPool, type PostgresOptions } from '../db/connection.js';
+import { poolErrorCount } from '../db/pool-errors.js';
+import { DEFAULT_PREPARED_STATEMENTS, runStatement } from '../db/prepared-statements.js';
+import { statementName } from '../db/statement-name.js';
 import { storableText } from '../db/storable.js';
 import {
   IdempotencyConfigError,
@@ -14,7 +17,7 @@ import {
 import { canonicalJson } from '../fingerprint/canonical-json.js';
 import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import { MicroBatcher } from './micro-batcher.js';
-import { ledgerStatements } from './statements.js';
+import { type LedgerStatements, ledgerStatements } from './statements.js';
 import type {
   ClaimOptions,
   ClaimOutcome,
@@ -44,6 +47,17 @@ export type LedgerOptions = PostgresOptions & {
    * @defaultValue `{ maxBatch: 200, maxInFlight: 4 }`; `false` sends one statement per call
    */
   batching?: false | { maxBatch?: number; maxInFlight?: number };
+  /**
+   * Run the ledger's statements as named prepared statements, parsed and planned once per
+   * connection. Set `false` behind a pooler that shares server connections between clients:
+   * pgbouncer before 1.21 in transaction mode (or 1.21+ without `max_prepared_statements`), RDS
+   * Proxy, Supavisor in transaction mode. Named statements there fail with SQLSTATE 42P05 or
+   * 26000, which the ledger reports as an `IdempotencyConfigError` naming this option.
+   * @defaultValue `true`
+   * @example
+   * new PostgresLedger({ connectionString: 'postgres://app@pgbouncer:6432/app', preparedStatements: false });
+   */
+  preparedStatements?: boolean;
 };
 
 type ClaimRow = { key: string; values: unknown[] };
@@ -71,11 +85,16 @@ type Row = Record<string, unknown>;
 export class PostgresLedger {
   readonly schema: string;
   readonly pool: pg.Pool;
-  /** Writes refused because their epoch was stale. A rising count means leases are too short. */
-  readonly metrics = { staleWrites: 0, claims: 0 };
+  /**
+   * `staleWrites`: writes refused because their epoch was stale; a rising count means leases are
+   * too short. `poolErrors`: idle connections of the pool that Postgres (or a proxy) dropped,
+   * replaced by the pool; counted when the library watches the pool (see `pool`).
+   */
+  readonly metrics: { staleWrites: number; claims: number; readonly poolErrors: number };
   private readonly owned: boolean;
-  private readonly sql: ReturnType<typeof ledgerStatements>;
-  private readonly names: Record<string, string>;
+  private readonly sql: LedgerStatements;
+  /** Prepared-statement names; undefined when statements run unnamed. */
+  private readonly names: Partial<Record<keyof LedgerStatements, string>>;
   private readonly maxResultBytes: number;
   private readonly clockOffsetMs: number;
   private kysely: Kysely<unknown> | undefined;
@@ -89,10 +108,20 @@ export class PostgresLedger {
     const { pool, owned } = openPool(options, options.poolSize ?? 10);
     this.pool = pool;
     this.owned = owned;
+    this.metrics = {
+      staleWrites: 0,
+      claims: 0,
+      get poolErrors() {
+        return poolErrorCount(pool);
+      },
+    };
     this.sql = ledgerStatements(`${this.schema}.idempotency_ledger`);
     // Prepared-statement names are per connection; the schema is part of the name so two
     // ledgers on one pool never collide.
-    this.names = Object.fromEntries(Object.keys(this.sql).map((k) => [k, `bqi_${k}_${this.schema}`]));
+    this.names =
+      (options.preparedStatements ?? DEFAULT_PREPARED_STATEMENTS)
+        ? Object.fromEntries(Object.keys(this.sql).map((k) => [k, statementName(k, this.schema)]))
+        : {};
     this.maxResultBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
     this.clockOffsetMs = Math.trunc(options.clockOffsetMs ?? 0);
     if (options.batching !== false) {
@@ -331,11 +360,7 @@ export class PostgresLedger {
     if (!Number.isInteger(batchSize) || batchSize < 1) {
       throw new IdempotencyConfigError('batchSize must be a positive integer', { option: 'batchSize' });
     }
-    const res = await this.pool.query({
-      name: this.names.sweep,
-      text: this.sql.sweep,
-      values: [batchSize, this.clockOffsetMs],
-    });
+    const res = await runStatement(this.pool, this.names.sweep, this.sql.sweep, [batchSize, this.clockOffsetMs]);
     return res.rowCount ?? 0;
   }
 
@@ -393,17 +418,13 @@ export class PostgresLedger {
     return new StaleEpochError({ key, epoch, operation, currentEpoch, currentStatus });
   }
 
-  private async run(
-    name: keyof ReturnType<typeof ledgerStatements>,
-    values: unknown[],
-    executor?: LedgerExecutor,
-  ): Promise<Row[]> {
+  private async run(name: keyof LedgerStatements, values: unknown[], executor?: LedgerExecutor): Promise<Row[]> {
     const text = this.sql[name];
     if (executor) {
       const res = await executor.executeQuery(CompiledQuery.raw(text, values));
       return res.rows as Row[];
     }
-    const res = await this.pool.query({ name: this.names[name] as string, text, values });
+    const res = await runStatement(this.pool, this.names[name], text, values);
     return res.rows as Row[];
   }
 }
