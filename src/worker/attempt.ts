@@ -219,7 +219,7 @@ export class AttemptRunner<I, R, DB> {
   ): Promise<unknown> {
     const { ledger } = this.deps;
     const epoch = claim.epoch;
-    const keeper = new LeaseKeeper(ledger, a.k, epoch, this.op.leaseMs, claim.leaseExpiresAt, a.job, a.token, outer);
+    const keeper = new LeaseKeeper(ledger, a.k, epoch, this.op.leaseMs, claim, a.job, a.token, outer);
     try {
       if (claim.transition === 'takeover' && this.op.downstream === 'reconcile') {
         const settled = await this.reconcile(a, input, epoch, keeper.signal);
@@ -440,16 +440,7 @@ export class AttemptRunner<I, R, DB> {
             at: claim.at,
             stepId: name,
           });
-          const keeper = new LeaseKeeper(
-            ledger,
-            k,
-            claim.epoch,
-            this.op.leaseMs,
-            claim.leaseExpiresAt,
-            undefined,
-            undefined,
-            signal,
-          );
+          const keeper = new LeaseKeeper(ledger, k, claim.epoch, this.op.leaseMs, claim, undefined, undefined, signal);
           try {
             let value: T;
             try {

@@ -13,9 +13,31 @@ export class LeaseLostError extends Error {
   }
 }
 
+/**
+ * What a claim or a heartbeat returned: the lease's expiry and the time of the same statement,
+ * both on the database clock. Their difference is the lease left when the statement ran.
+ */
+export type LeaseGrant = { readonly leaseExpiresAt: Date; readonly at: Date };
+
 type RedisGet = { get(key: string): Promise<string | null> };
 /** What a job's queue exposes (BullMQ 5: `client`; BullMQ 6: `backend.client`). */
 type LockView = { client?: Promise<RedisGet>; backend?: { client?: Promise<RedisGet> }; toKey(type: string): string };
+
+/** Shortest pause between two renewals, and before a retry. */
+const MIN_TICK_MS = 20;
+/** Renewals left unanswered at once (a frozen database): more would only take pool connections. */
+const MAX_PENDING_RENEWALS = 2;
+
+/** A monotonic clock: wall-clock steps and skew do not move it. */
+const monotonic = (): number => performance.now();
+
+/**
+ * How long before the lease runs out the signal fires: a tenth of the lease (at least 20 ms,
+ * at most 10 s), so the processor hears of it before another worker could take over.
+ */
+export function leaseMarginMs(leaseMs: number): number {
+  return Math.min(10_000, Math.max(MIN_TICK_MS, Math.floor(leaseMs / 10)));
+}
 
 /**
  * Renews the ledger lease while a processor runs (every lease/3), and watches BullMQ's job lock.
@@ -23,32 +45,53 @@ type LockView = { client?: Promise<RedisGet>; backend?: { client?: Promise<Redis
  * expires, or BullMQ's lock on the job is lost (BullMQ then hands the job to another worker,
  * so this attempt stops renewing and lets the lease lapse: the other copy takes over, and this
  * attempt's late writes are fenced). The signal also follows BullMQ's own (job cancelled).
+ *
+ * The worker's wall clock decides nothing. Postgres says how much lease is left (`leaseExpiresAt
+ * - at` of one statement, both its own `now()`); the keeper counts that down on the monotonic
+ * clock from the moment it sent the statement (the database ran it later, so the lease ends no
+ * earlier than the keeper thinks). Each renewal must answer within what is left minus the margin
+ * (and within lease/3); a renewal that hangs counts as failed. A timer independent of the
+ * renewals fires `lease_expired` a margin before the counted-down end, so a frozen database
+ * still gets a decision.
  */
 export class LeaseKeeper {
   /** Made on first use of `signal`: most processors never read it, and one costs microseconds per job. */
   private controller: AbortController | undefined;
   /** Why the attempt lost its lease, when that happened before anyone asked for the signal. */
   private reason: LeaseLostError | undefined;
-  private readonly timer: NodeJS.Timeout;
-  private leaseExpiresAt: number;
-  private busy = false;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private expiryTimer: NodeJS.Timeout | undefined;
+  /** When the lease ends at the latest, on the monotonic clock (conservative). */
+  private expiresAt: number;
+  private readonly intervalMs: number;
+  private readonly marginMs: number;
+  private pending = 0;
+  /** Why the last renewal failed, for the `lease_expired` message. */
+  private lastFailure: string | undefined;
   private stopped = false;
   private listening = false;
   private readonly onOuterAbort = () => this.controller?.abort(this.outer?.reason);
 
+  /**
+   * @param granted - the claim that acquired the lease (`{ leaseExpiresAt, at }`). A bare expiry
+   *   counts as a fresh lease of `leaseMs` (what a claim grants); it is never compared with a clock.
+   */
   constructor(
     private readonly ledger: PostgresLedger,
     private readonly key: string,
     private readonly epoch: number,
     private readonly leaseMs: number,
-    leaseExpiresAt: Date,
+    granted: LeaseGrant | Date,
     private readonly job: Job | undefined,
     private readonly token: string | undefined,
     private readonly outer: AbortSignal | undefined,
   ) {
-    this.leaseExpiresAt = leaseExpiresAt.getTime();
-    this.timer = setInterval(() => void this.tick(), Math.max(20, Math.floor(leaseMs / 3)));
-    this.timer.unref();
+    this.intervalMs = Math.max(MIN_TICK_MS, Math.floor(leaseMs / 3));
+    this.marginMs = leaseMarginMs(leaseMs);
+    // The claim was sent before this point; the time it took is not known here, so it is not counted.
+    this.expiresAt = monotonic() + (granted instanceof Date ? leaseMs : remainingOf(granted));
+    this.armExpiry();
+    this.schedule(this.intervalMs);
   }
 
   /**
@@ -75,30 +118,103 @@ export class LeaseKeeper {
 
   stop(): void {
     this.stopped = true;
-    clearInterval(this.timer);
+    clearTimeout(this.renewTimer);
+    clearTimeout(this.expiryTimer);
     if (this.listening) this.outer?.removeEventListener('abort', this.onOuterAbort);
     this.listening = false;
   }
 
-  private async tick(): Promise<void> {
-    if (this.busy || this.stopped) return;
-    this.busy = true;
+  /** When the signal fires unless a renewal answers first. */
+  private get firesAt(): number {
+    return this.expiresAt - this.marginMs;
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    this.renewTimer = setTimeout(() => this.tick(), Math.max(0, delayMs));
+    this.renewTimer.unref();
+  }
+
+  private armExpiry(): void {
+    clearTimeout(this.expiryTimer);
+    this.expiryTimer = setTimeout(() => this.onExpiry(), Math.max(0, this.firesAt - monotonic()));
+    this.expiryTimer.unref();
+  }
+
+  private onExpiry(): void {
+    // A stalled event loop makes this timer late: let answers already received land first.
+    setImmediate(() => {
+      if (this.stopped) return;
+      if (monotonic() < this.firesAt) {
+        this.armExpiry();
+        return;
+      }
+      const why = this.lastFailure ?? 'the database did not answer';
+      this.lose(
+        'lease_expired',
+        `The lease of ${this.key} (epoch ${this.epoch}) could not be renewed before it expires: ${why}`,
+      );
+    });
+  }
+
+  private tick(): void {
+    this.renewTimer = undefined;
+    if (this.stopped) return;
+    const started = monotonic();
+    const budget = Math.min(this.firesAt - started, this.intervalMs);
+    if (budget <= 0) return; // the expiry timer decides now
+    if (this.pending >= MAX_PENDING_RENEWALS) {
+      this.schedule(this.retryDelay());
+      return;
+    }
+    this.pending++;
+    let timer: NodeJS.Timeout | undefined;
+    const answered = this.renew().finally(() => {
+      this.pending--;
+    });
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), budget);
+    });
+    void Promise.race([answered, timedOut]).then((ok) => {
+      clearTimeout(timer);
+      if (ok === 'timeout') this.lastFailure = `a renewal did not answer within ${Math.round(budget)} ms`;
+      this.schedule(ok === true ? started + this.intervalMs - monotonic() : this.retryDelay());
+    });
+  }
+
+  /** After a failure: soon, but spread over what is left before the signal would fire. */
+  private retryDelay(): number {
+    return Math.max(MIN_TICK_MS, Math.min(this.intervalMs, (this.firesAt - monotonic()) / 3));
+  }
+
+  /**
+   * Checks BullMQ's lock, then renews the lease. A late answer still counts: the lease it reports
+   * is measured from when its statement was sent.
+   */
+  private async renew(): Promise<boolean> {
     try {
       if (!(await this.holdsBullLock())) {
         this.lose('lock_lost', `BullMQ's lock on job ${this.job?.id} was lost; another worker may run it`);
-        return;
+        return false;
       }
+      if (this.stopped) return false;
+      const sentAt = monotonic();
       const hb = await this.ledger.heartbeat(this.key, this.epoch, this.leaseMs);
-      this.leaseExpiresAt = hb.leaseExpiresAt.getTime();
+      if (this.stopped) return false;
+      const expiresAt = sentAt + remainingOf(hb);
+      if (expiresAt > this.expiresAt) {
+        this.expiresAt = expiresAt;
+        this.armExpiry();
+      }
+      this.lastFailure = undefined;
+      return true;
     } catch (err) {
       if (err instanceof StaleEpochError) {
         this.lose('lease_taken_over', `The lease of ${this.key} (epoch ${this.epoch}) was taken over`);
-      } else if (Date.now() >= this.leaseExpiresAt) {
-        // Renewal keeps failing (database unreachable) and the lease has run out: stop work.
-        this.lose('lease_expired', `The lease of ${this.key} expired while renewal failed: ${(err as Error).message}`);
+      } else {
+        this.lastFailure = (err as Error).message;
       }
-    } finally {
-      this.busy = false;
+      return false;
     }
   }
 
@@ -113,8 +229,14 @@ export class LeaseKeeper {
   }
 
   private lose(reason: LeaseLostError['reason'], message: string): void {
+    if (this.stopped) return;
     this.stop();
     this.reason ??= new LeaseLostError(reason, message);
     this.controller?.abort(this.reason);
   }
+}
+
+/** The lease left when the statement ran, on the database clock alone. */
+function remainingOf(g: LeaseGrant): number {
+  return g.leaseExpiresAt.getTime() - g.at.getTime();
 }
