@@ -3,6 +3,7 @@ import type pg from 'pg';
 import type { AuditEvent } from '../src/audit/audit-event.js';
 import { auditBatchJob } from '../src/audit/batch-codec.js';
 import { eventsForRecord } from '../src/audit/derive.js';
+import { redriveFailedAuditBatches } from '../src/audit/redrive-failed.js';
 import { checkSchema, DEFAULT_SCHEMA } from '../src/db/connection.js';
 import { toRecord } from '../src/ledger/postgres-ledger.js';
 import type { Logger } from '../src/worker/types.js';
@@ -33,6 +34,8 @@ export type BackfillProgress = {
   rowsScanned: number;
   eventsEnqueued: number;
   outboxBatchesDrained: number;
+  /** Audit batches sent back to the writer from the audit queue's failed set. */
+  failedBatchesRedriven: number;
   done: boolean;
 };
 
@@ -40,7 +43,8 @@ export type BackfillProgress = {
  * Walks the ledger in keyset pages (updated_at, key) from a checkpoint kept in Postgres,
  * enqueues the audit events every row's state implies (the live events' ids and times, so
  * existing events are not written twice), then drains the outbox of batches that could not be
- * enqueued when Redis was down. Resumable after a crash at the last finished page; safe to run
+ * enqueued when Redis was down, and re-drives the audit batches in the audit queue's failed set
+ * (see `redriveFailedAuditBatches`). Resumable after a crash at the last finished page; safe to run
  * any time and any number of times.
  */
 export async function runBackfill(opts: BackfillOptions): Promise<BackfillProgress> {
@@ -65,6 +69,7 @@ export async function runBackfill(opts: BackfillOptions): Promise<BackfillProgre
     rowsScanned: Number(start.rows_scanned),
     eventsEnqueued: Number(start.events_enqueued),
     outboxBatchesDrained: 0,
+    failedBatchesRedriven: 0,
     done: false,
   };
   const began = Date.now();
@@ -97,6 +102,7 @@ export async function runBackfill(opts: BackfillOptions): Promise<BackfillProgre
     }
   }
   progress.outboxBatchesDrained = await drainOutbox(opts.pool, schema, opts.auditQueue);
+  progress.failedBatchesRedriven = await redriveFailedAuditBatches(opts.auditQueue, opts.logger);
   progress.done = true;
   await opts.onProgress?.(progress);
   opts.logger?.info({ ...progress }, 'audit backfill finished');

@@ -1,4 +1,4 @@
-import { type ConnectionOptions, Worker } from 'bullmq';
+import { type ConnectionOptions, DelayedError, type Job, Worker } from 'bullmq';
 import type pg from 'pg';
 import { AuditStore } from '../src/audit/audit-store.js';
 import {
@@ -7,10 +7,25 @@ import {
   decodeAuditBatch,
   UndecodableAuditBatchError,
 } from '../src/audit/batch-codec.js';
+import { isTransientError } from '../src/audit/transient-error.js';
+import { errorLabel } from '../src/errors/clean-name.js';
 import type { RedactionPolicy } from '../src/redaction/define-policy.js';
 import type { Logger } from '../src/worker/types.js';
 
 export const DEFAULT_AUDIT_QUEUE = 'bullmq-idempotency-audit';
+
+/** Delay before the first retry of a batch that met a transient error. */
+export const DEFAULT_TRANSIENT_INITIAL_MS = 1_000;
+/** Longest delay between retries of a batch that meets transient errors. */
+export const DEFAULT_TRANSIENT_MAX_MS = 30_000;
+
+/** Backoff of batches that meet transient errors: doubling from `initialMs`, capped at `maxMs`. */
+export type TransientBackoffOptions = {
+  /** @defaultValue 1000 */
+  initialMs?: number;
+  /** @defaultValue 30000 */
+  maxMs?: number;
+};
 
 export type AuditWriterOptions = {
   connection: ConnectionOptions;
@@ -29,6 +44,11 @@ export type AuditWriterOptions = {
    * @defaultValue DEFAULT_REDACTION_POLICY
    */
   redactionPolicy?: RedactionPolicy;
+  /**
+   * Retries of a batch that meets a transient error (Postgres unreachable, connection terminated,
+   * too many connections…, see `isTransientError`): without limit, at these delays.
+   */
+  transientBackoff?: TransientBackoffOptions;
   logger?: Logger;
 };
 
@@ -37,6 +57,13 @@ export type AuditWriterOptions = {
  * Safe under redelivery (deterministic event ids, ON CONFLICT DO NOTHING); an invalid event is
  * dead-lettered with its reason and never blocks the queue.
  *
+ * A batch that meets a transient error is moved to BullMQ's delayed set (`moveToDelayed` +
+ * `DelayedError`, which uses none of the job's attempts) and retried with a capped exponential
+ * backoff for as long as the error lasts: the batch stays in Redis all along, whatever attempts
+ * the job was enqueued with (older jobs carry 5). Parking it in the Postgres outbox instead
+ * would need the database that is down. Other errors use the job's attempts, then the failed
+ * set, which `redriveFailedAuditBatches` empties.
+ *
  * @example
  * const writer = createAuditWriter({ connection, pool });   // runs until writer.close()
  */
@@ -44,24 +71,21 @@ export function createAuditWriter(options: AuditWriterOptions): Worker {
   const store = new AuditStore(options.pool, options.schema, options.redactionPolicy);
   const worker = new Worker(
     options.queueName ?? DEFAULT_AUDIT_QUEUE,
-    async (job) => {
+    async (job, token) => {
       if (job.name !== AUDIT_JOB_NAME) return { skipped: true };
-      let batch: DecodedAuditBatch;
       try {
-        batch = await decodeAuditBatch(job.data);
+        return await writeJob(job);
       } catch (err) {
-        if (!(err instanceof UndecodableAuditBatchError)) throw err;
-        // Never blocks the queue: the batch is dead-lettered (its size, not its bytes) and done.
-        const reason = { code: 'AUDIT_BATCH_UNDECODABLE', cause: err.problem } as const;
-        await store.deadLetterBatch(job.id, job.data, reason);
-        options.logger?.error(reason, 'audit batch dead-lettered');
-        return { inserted: 0, duplicates: 0, deadLettered: 1 };
+        if (!token || !isTransientError(err)) throw err;
+        const retry = transientRetries(job);
+        const delayMs = transientDelay(retry, options.transientBackoff);
+        await job.moveToDelayed(Date.now() + delayMs, token);
+        options.logger?.warn(
+          { jobId: job.id, retry: retry + 1, delayMs, err: errorLabel(err) },
+          'audit batch delayed: transient error',
+        );
+        throw new DelayedError();
       }
-      const result = await store.writeBatch(batch.events, batch.json);
-      if (result.deadLettered > 0) {
-        options.logger?.warn({ jobId: job.id, deadLettered: result.deadLettered }, 'audit events dead-lettered');
-      }
-      return result;
     },
     {
       connection: options.connection,
@@ -69,6 +93,37 @@ export function createAuditWriter(options: AuditWriterOptions): Worker {
       ...(options.prefix ? { prefix: options.prefix } : {}),
     },
   );
+  async function writeJob(job: Job) {
+    let batch: DecodedAuditBatch;
+    try {
+      batch = await decodeAuditBatch(job.data);
+    } catch (err) {
+      if (!(err instanceof UndecodableAuditBatchError)) throw err;
+      // Never blocks the queue: the batch is dead-lettered (its size, not its bytes) and done.
+      const reason = { code: 'AUDIT_BATCH_UNDECODABLE', cause: err.problem } as const;
+      await store.deadLetterBatch(job.id, job.data, reason);
+      options.logger?.error(reason, 'audit batch dead-lettered');
+      return { inserted: 0, duplicates: 0, deadLettered: 1 };
+    }
+    const result = await store.writeBatch(batch.events, batch.json);
+    if (result.deadLettered > 0) {
+      options.logger?.warn({ jobId: job.id, deadLettered: result.deadLettered }, 'audit events dead-lettered');
+    }
+    return result;
+  }
   worker.on('error', (err) => options.logger?.error({ err: err.message }, 'audit writer error'));
   return worker;
+}
+
+/** Transient retries so far: starts that used no attempt (a delayed retry skips the attempt). */
+function transientRetries(job: Job): number {
+  return Math.max(0, (job.attemptsStarted ?? 0) - (job.attemptsMade ?? 0) - 1);
+}
+
+/** `initialMs · 2^retry`, capped at `maxMs`, less up to a fifth at random so writers spread out. */
+export function transientDelay(retry: number, backoff: TransientBackoffOptions = {}): number {
+  const initial = backoff.initialMs ?? DEFAULT_TRANSIENT_INITIAL_MS;
+  const max = Math.max(initial, backoff.maxMs ?? DEFAULT_TRANSIENT_MAX_MS);
+  const delay = Math.min(max, initial * 2 ** Math.min(retry, 30));
+  return Math.round(delay * (1 - Math.random() * 0.2));
 }
