@@ -15,7 +15,7 @@ import { ERROR_CODES, isIdempotencyError } from '../errors/idempotency-error.js'
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { fingerprintKeyId } from '../fingerprint/keyed-fingerprint.js';
 import { boundedKey, type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
-import type { ClaimOptions, ClaimOutcome, RecordedError } from '../ledger/types.js';
+import type { ClaimOptions, ClaimOutcome, LedgerRecord, LedgerStatus, RecordedError } from '../ledger/types.js';
 import type { Operation } from '../operation/define-operation.js';
 import { assertRetentionCovers, BULLMQ_DEFAULTS, retryWindowMs } from '../operation/retry-window.js';
 import type { Keyring } from '../sealing/keyring.js';
@@ -24,6 +24,7 @@ import { isSealedResult, SEALED_FIELD, sealResult } from '../sealing/sealed-resu
 import { bullmqSignal, isSealedForBullmq, unrecoverable } from './bullmq-signals.js';
 import { classifyError, type ErrorClass } from './classify.js';
 import { asIdempotencyError } from './error-record.js';
+import { isInfraError, LedgerUnreachableError, ledgerBackoff, ledgerUnreachable } from './infra-error.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { resolveJob } from './resolve-job.js';
 import type { ProcessorContext, StepContext, WithIdempotencyOptions, WrapperEvent, WrapperEventType } from './types.js';
@@ -83,8 +84,67 @@ export class AttemptRunner<I, R, DB> {
     try {
       return await this.attempt(job, token, signal);
     } catch (err) {
+      const unreachable = ledgerUnreachable(err);
+      if (unreachable && token) return this.defer(job, token, unreachable);
       // Whatever BullMQ gets is stored in Redis (failedReason, stacktrace): seal its text first.
-      throw this.forBullmq(err);
+      throw this.forBullmq(unreachable?.cause ?? err);
+    }
+  }
+
+  /**
+   * The ledger could not be asked (a claim, or a write the attempt could not land while it held
+   * its lease): the job waits as a delayed job, which uses no BullMQ attempt, and its next
+   * attempt asks the ledger again: it replays, takes over or finds `unknown`, as after a crash.
+   */
+  private async defer(job: Job, token: string, err: LedgerUnreachableError): Promise<never> {
+    const waitMs = ledgerBackoff.next();
+    this.deps.logger?.warn(
+      {
+        jobId: job.id,
+        what: err.what,
+        code: (err.cause as { code?: unknown } | undefined)?.code,
+        waitMs,
+        consecutiveFailures: ledgerBackoff.consecutiveFailures,
+      },
+      'ledger unreachable: job delayed',
+    );
+    await job.moveToDelayed(Date.now() + waitMs, token);
+    throw new DelayedError();
+  }
+
+  /**
+   * A ledger write after the side effect ran, asked again with backoff while the attempt holds
+   * its lease (`signal` fires when the keeper cannot keep it) and for at most two leases; then a
+   * {@link LedgerUnreachableError}, and the job is deferred. A write that landed although its
+   * answer was lost meets its own state on the retry: `landed` reads it from the record.
+   */
+  private async persist<T>(
+    what: string,
+    signal: AbortSignal,
+    write: () => Promise<T>,
+    landed?: { key: string; epoch: number; status: LedgerStatus; value: (rec: LedgerRecord) => T },
+  ): Promise<T> {
+    const deadline = performance.now() + 2 * this.op.leaseMs;
+    let failedBefore = false;
+    for (;;) {
+      try {
+        const out = await write();
+        ledgerBackoff.reset();
+        return out;
+      } catch (err) {
+        if (failedBefore && landed && err instanceof IllegalTransitionError) {
+          const rec = await this.deps.ledger.get(landed.key).catch((e: unknown) => {
+            if (isInfraError(e)) throw new LedgerUnreachableError(what, e);
+            throw e;
+          });
+          if (rec && rec.epoch === landed.epoch && rec.status === landed.status) return landed.value(rec);
+        }
+        if (!isInfraError(err)) throw err;
+        failedBefore = true;
+        const left = deadline - performance.now();
+        if (signal.aborted || left <= 0) throw new LedgerUnreachableError(what, err);
+        await pause(Math.min(left, Math.max(25, this.op.leaseMs / 4), ledgerBackoff.next()), signal);
+      }
     }
   }
 
@@ -124,18 +184,25 @@ export class AttemptRunner<I, R, DB> {
       throw unrecoverable(err);
     }
 
-    const claimed = await this.claim(input, fp, {
-      key: a.key,
-      operation: this.op.name,
-      fingerprint: fp,
-      leaseMs: this.op.leaseMs,
-      retentionMs: this.op.retentionMs,
-      downstream: this.op.downstream,
-      owner: this.owner,
-      ...(job.id ? { jobId: job.id } : {}),
-      queue: job.queueName,
-      ...(a.taskId ? { taskId: a.taskId } : {}),
-    });
+    let claimed: Awaited<ReturnType<typeof this.claim>>;
+    try {
+      claimed = await this.claim(input, fp, {
+        key: a.key,
+        operation: this.op.name,
+        fingerprint: fp,
+        leaseMs: this.op.leaseMs,
+        retentionMs: this.op.retentionMs,
+        downstream: this.op.downstream,
+        owner: this.owner,
+        ...(job.id ? { jobId: job.id } : {}),
+        queue: job.queueName,
+        ...(a.taskId ? { taskId: a.taskId } : {}),
+      });
+    } catch (err) {
+      // Nothing has run: the job waits (delayed, no attempt used) and claims again.
+      throw isInfraError(err) ? new LedgerUnreachableError('claim', err) : err;
+    }
+    ledgerBackoff.reset();
     const claim = claimed.claim;
     fp = claimed.fingerprint;
     switch (claim.kind) {
@@ -226,6 +293,8 @@ export class AttemptRunner<I, R, DB> {
         if (settled) return settled.result;
       }
       let recorded: { result: unknown } | undefined;
+      /** ctx.tx could not reach the database: its writes and its completion did not commit together. */
+      let txUnreachable: unknown;
       let decisions = 0;
       const ctx: ProcessorContext<DB> = {
         idempotencyKey: a.k,
@@ -243,11 +312,19 @@ export class AttemptRunner<I, R, DB> {
           if (recorded)
             throw new IllegalTransitionError({ key: a.k, from: 'completed', action: 'open a second ctx.tx' });
           let value!: T;
-          const done = await this.db.transaction().execute(async (trx) => {
-            value = await fn(trx);
-            // Fenced like any completion: a stale epoch rolls back fn's writes with it.
-            return ledger.complete(a.k, epoch, this.resultToRecord(value), trx as unknown as Kysely<unknown>);
-          });
+          let done: Awaited<ReturnType<typeof ledger.complete>>;
+          try {
+            done = await this.db.transaction().execute(async (trx) => {
+              value = await fn(trx);
+              // Fenced like any completion: a stale epoch rolls back fn's writes with it.
+              return ledger.complete(a.k, epoch, this.resultToRecord(value), trx as unknown as Kysely<unknown>);
+            });
+          } catch (err) {
+            // Committed with the completion or not at all: the next attempt finds which.
+            if (isInfraError(err)) txUnreachable ??= err;
+            throw err;
+          }
+          ledgerBackoff.reset();
           recorded = done; // only once the transaction has committed
           this.emit(a, 'completed', 'allow', { epoch, at: done.at });
           return value;
@@ -273,19 +350,28 @@ export class AttemptRunner<I, R, DB> {
         value = await this.processor(input, ctx);
       } catch (err) {
         if (recorded) return recorded.result; // ctx.tx committed; a later error changes nothing recorded
+        if (txUnreachable !== undefined && causedBy(err, txUnreachable)) {
+          throw new LedgerUnreachableError('ctx.tx', err);
+        }
         return await this.onProcessorError(a, input, epoch, err, keeper.signal);
       }
       if (recorded) return recorded.result;
-      return await this.record(a, epoch, value);
+      return await this.record(a, epoch, value, keeper.signal);
     } finally {
       keeper.stop();
     }
   }
 
-  private async record(a: Attempt, epoch: number, value: unknown): Promise<unknown> {
+  private async record(a: Attempt, epoch: number, value: unknown, signal: AbortSignal): Promise<unknown> {
     const { ledger } = this.deps;
     try {
-      const done = await ledger.complete(a.k, epoch, this.resultToRecord(value));
+      const sealed = this.resultToRecord(value);
+      const done = await this.persist('complete', signal, () => ledger.complete(a.k, epoch, sealed), {
+        key: a.k,
+        epoch,
+        status: 'completed',
+        value: completedReceipt,
+      });
       this.emit(a, 'completed', 'allow', { epoch, at: done.at });
       return done.result;
     } catch (err) {
@@ -301,7 +387,7 @@ export class AttemptRunner<I, R, DB> {
       if (isIdempotencyError(err)) {
         // The effect has run but its result cannot be recorded (cannot be sealed, too large,
         // fails the result schema): running it again would double it, so it needs an operator.
-        await this.markUnknown(a, epoch, recordedError(err, this.keyring));
+        await this.markUnknown(a, epoch, recordedError(err, this.keyring), signal);
         throw unrecoverable(err);
       }
       throw err;
@@ -325,15 +411,19 @@ export class AttemptRunner<I, R, DB> {
     err: unknown,
     signal: AbortSignal,
   ): Promise<unknown> {
+    // A step that could not reach the ledger (the processor rethrew or wrapped its error): the
+    // job waits and runs again; its steps' records tell the next attempt what ran.
+    const unreachable = ledgerUnreachable(err);
+    if (unreachable) throw unreachable;
     const cls = classifyError(err, this.op.downstream);
     try {
       if (cls === 'reconcile') {
         const settled = await this.reconcile(a, input, epoch, signal);
         if (settled) return settled.result;
-        await this.recordError(a, epoch, err, 'retryable'); // not committed: BullMQ retries
+        await this.recordError(a, epoch, err, 'retryable', signal); // not committed: BullMQ retries
         throw err;
       }
-      await this.recordError(a, epoch, err, cls);
+      await this.recordError(a, epoch, err, cls, signal);
     } catch (thrown) {
       if (thrown instanceof StaleEpochError) {
         this.emit(a, 'stale_completion', 'deny', { epoch, reasonCode: thrown.code });
@@ -356,14 +446,21 @@ export class AttemptRunner<I, R, DB> {
     epoch: number,
     err: unknown,
     cls: Exclude<ErrorClass, 'reconcile'>,
+    signal: AbortSignal,
   ): Promise<void> {
     const { ledger } = this.deps;
     const error = recordedError(err, this.keyring);
-    if (cls === 'unknown') return this.markUnknown(a, epoch, error);
-    const at =
+    if (cls === 'unknown') return this.markUnknown(a, epoch, error, signal);
+    const mode = cls === 'terminal' ? 'terminal' : 'retryable';
+    const { at } =
       cls === 'wait'
-        ? (await ledger.release(a.k, epoch)).at
-        : (await ledger.fail(a.k, epoch, error, cls === 'terminal' ? 'terminal' : 'retryable')).at;
+        ? await this.persist('release', signal, () => ledger.release(a.k, epoch), landedAs(a.k, epoch, 'released'))
+        : await this.persist(
+            'fail',
+            signal,
+            () => ledger.fail(a.k, epoch, error, mode),
+            landedAs(a.k, epoch, mode === 'terminal' ? 'failed' : 'released'),
+          );
     this.emit(a, cls === 'terminal' ? 'failed' : 'released', cls === 'terminal' ? 'deny' : 'allow', {
       epoch,
       at,
@@ -385,7 +482,13 @@ export class AttemptRunner<I, R, DB> {
     if (!hook) return undefined;
     const found = await hook({ input, key: a.key, idempotencyKey: a.k, signal });
     if (found.committed === true) {
-      const done = await this.deps.ledger.complete(a.k, epoch, this.resultToRecord(found.result));
+      const sealed = this.resultToRecord(found.result);
+      const done = await this.persist('complete', signal, () => this.deps.ledger.complete(a.k, epoch, sealed), {
+        key: a.k,
+        epoch,
+        status: 'completed',
+        value: completedReceipt,
+      });
       this.emit(a, 'reconciled', 'allow', { epoch, at: done.at, reasonCode: 'RECONCILED_COMMITTED' });
       return { result: done.result };
     }
@@ -393,12 +496,22 @@ export class AttemptRunner<I, R, DB> {
       this.emit(a, 'reconciled', 'allow', { epoch, reasonCode: 'RECONCILED_NOT_COMMITTED' });
       return undefined;
     }
-    await this.markUnknown(a, epoch, { code: 'IDEMPOTENCY_UNKNOWN_OUTCOME', message: 'reconcile could not tell' });
+    await this.markUnknown(
+      a,
+      epoch,
+      { code: 'IDEMPOTENCY_UNKNOWN_OUTCOME', message: 'reconcile could not tell' },
+      signal,
+    );
     throw unrecoverable(new UnknownOutcomeError({ key: a.k, epoch }));
   }
 
-  private async markUnknown(a: Attempt, epoch: number, error: RecordedError): Promise<void> {
-    const at = (await this.deps.ledger.markUnknown(a.k, epoch, error)).at;
+  private async markUnknown(a: Attempt, epoch: number, error: RecordedError, signal: AbortSignal): Promise<void> {
+    const { at } = await this.persist(
+      'markUnknown',
+      signal,
+      () => this.deps.ledger.markUnknown(a.k, epoch, error),
+      landedAs(a.k, epoch, 'unknown'),
+    );
     this.emit(a, 'unknown', 'pending_confirmation', { epoch, at, reasonCode: error.code });
   }
 
@@ -414,21 +527,25 @@ export class AttemptRunner<I, R, DB> {
     const key = parseIdempotencyKey({ ...a.key, resourceKey: `${a.key.resourceKey}#step=${name}` });
     const k = boundedKey(key);
     const stepFp = fingerprint(`${this.op.name}#${name}`, fp);
-    const deadline = Date.now() + 3 * this.op.leaseMs;
+    // Monotonic: a wall clock stepped back (NTP) must not stretch the wait.
+    const deadline = performance.now() + 3 * this.op.leaseMs;
     for (;;) {
-      const claim = await ledger.claim({
-        key,
-        operation: `${this.op.name}#${name}`,
-        fingerprint: stepFp,
-        leaseMs: this.op.leaseMs,
-        retentionMs: this.op.retentionMs,
-        downstream: this.op.downstream,
-        owner: this.owner,
-        ...(a.job.id ? { jobId: a.job.id } : {}),
-        queue: a.job.queueName,
-        ...(a.taskId ? { taskId: a.taskId } : {}),
-        stepId: name,
-      });
+      // Asked again while the operation's lease holds: nothing of this step has run yet.
+      const claim = await this.persist('step claim', signal, () =>
+        ledger.claim({
+          key,
+          operation: `${this.op.name}#${name}`,
+          fingerprint: stepFp,
+          leaseMs: this.op.leaseMs,
+          retentionMs: this.op.retentionMs,
+          downstream: this.op.downstream,
+          owner: this.owner,
+          ...(a.job.id ? { jobId: a.job.id } : {}),
+          queue: a.job.queueName,
+          ...(a.taskId ? { taskId: a.taskId } : {}),
+          stepId: name,
+        }),
+      );
       const s = { ...a, key, k, parentK: a.k };
       switch (claim.kind) {
         case 'completed':
@@ -450,13 +567,19 @@ export class AttemptRunner<I, R, DB> {
               // unknown), then hand the parent an error that it classifies the same way.
               const cls = classifyError(err, this.op.downstream);
               const stepClass = cls === 'reconcile' ? 'unknown' : cls;
-              await this.recordError(s, claim.epoch, err, stepClass);
+              await this.recordError(s, claim.epoch, err, stepClass, keeper.signal);
               throw stepClass === 'unknown' && !(err instanceof UnknownOutcomeError)
                 ? new UnknownOutcomeError({ key: k, epoch: claim.epoch })
                 : err;
             }
             // Sealed whole, like an operation's result; the step returns its own value, exactly.
-            const done = await ledger.complete(k, claim.epoch, { [SEALED_FIELD]: this.keyring.seal(value, 'result') });
+            const sealed = { [SEALED_FIELD]: this.keyring.seal(value, 'result') };
+            const done = await this.persist(
+              'step complete',
+              keeper.signal,
+              () => ledger.complete(k, claim.epoch, sealed),
+              { key: k, epoch: claim.epoch, status: 'completed', value: completedReceipt },
+            );
             this.emit(s, 'completed', 'allow', { epoch: claim.epoch, at: done.at, stepId: name });
             return value;
           } finally {
@@ -464,9 +587,11 @@ export class AttemptRunner<I, R, DB> {
           }
         }
         case 'inProgress':
-          // A crashed attempt's step lease has not run out yet: wait for it, bounded.
-          if (Date.now() > deadline) throw new UnknownOutcomeError({ key: k, epoch: claim.epoch });
-          await new Promise((r) => setTimeout(r, Math.min(this.op.leaseMs, Math.max(25, claim.retryAfterMs))));
+          // A crashed attempt's step lease has not run out yet: wait for as long as Postgres says
+          // it still runs, bounded, and no longer than this attempt holds its own lease.
+          if (performance.now() > deadline) throw new UnknownOutcomeError({ key: k, epoch: claim.epoch });
+          await pause(Math.min(this.op.leaseMs, Math.max(25, claim.retryAfterMs)), signal);
+          signal.throwIfAborted();
           continue;
         case 'failed':
           throw new RecordedFailureError({ key: k, error: claim.error });
@@ -514,4 +639,37 @@ export class AttemptRunner<I, R, DB> {
     if (a.taskId) event.taskId = a.taskId;
     sink.emit(event);
   }
+}
+
+/** The receipt of a completion that landed although its answer was lost, read from the record. */
+function completedReceipt(rec: LedgerRecord): { at: Date; result: unknown } {
+  return { at: rec.completedAt ?? rec.updatedAt, result: rec.result };
+}
+
+/** A fail, release or markUnknown that landed although its answer was lost. */
+function landedAs(key: string, epoch: number, status: LedgerStatus) {
+  return { key, epoch, status, value: (rec: LedgerRecord) => ({ at: rec.updatedAt }) };
+}
+
+/** True when `err` is `target` or wraps it (a processor may wrap ctx.tx's error). */
+function causedBy(err: unknown, target: unknown): boolean {
+  for (let e: unknown = err, depth = 0; depth < 5; e = (e as Error).cause, depth++) {
+    if (e === target) return true;
+    if (!(e instanceof Error)) return false;
+  }
+  return false;
+}
+
+/** Waits `ms`, or less when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
