@@ -1,7 +1,9 @@
-import { type ConnectionOptions, type Queue, Worker } from 'bullmq';
+import { type ConnectionOptions, Job, Queue, Worker } from 'bullmq';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import type { AuditEmitter } from '../src/audit/emitter.js';
+import { IllegalTransitionError, StaleEpochError } from '../src/errors/errors.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { findStaleLocks, type StaleLock } from '../src/ledger/stale-locks.js';
 import type { Logger } from '../src/worker/types.js';
 
 export const DEFAULT_SWEEPER_QUEUE = 'bullmq-idempotency-sweeper';
@@ -15,16 +17,46 @@ export type SweepOptions = {
   emitter?: AuditEmitter;
   /** Identifies the run in its summary event. */
   runId?: string;
+  /**
+   * Where the BullMQ jobs live, to re-drive stale locks (see {@link redriveStaleLocks}); without
+   * it a run only deletes expired rows.
+   */
+  redrive?: RedriveOptions;
 };
+
+export type RedriveOptions = {
+  connection: ConnectionOptions;
+  prefix?: string;
+  /** How long ago a lease must have expired (and more than twice its length). @defaultValue 60 000 */
+  minAgeMs?: number;
+};
+
+/** What the re-drive step did with each stale lock it found. */
+export type RedriveCounts = {
+  /** The job had failed: retried (`job.retry('failed')`), its next attempt takes the lease over. */
+  retried: number;
+  /** No job will reach the row (gone, or completed): marked `unknown` for an operator to resolve. */
+  abandoned: number;
+  /** A job that will reach the row is still waiting, delayed or active: left to it. */
+  left: number;
+  /** No queue or job id recorded (claimed outside BullMQ), or the row moved on meanwhile. */
+  skipped: number;
+};
+
+export type SweepResult = { deleted: number; batches: number; redriven?: RedriveCounts };
+
+/** Recorded on a row handed to an operator because its job is gone. */
+export const ABANDONED_ERROR = {
+  code: 'IDEMPOTENCY_ABANDONED',
+  message: 'the job that held this lease is gone',
+} as const;
 
 /**
  * Deletes expired terminal rows in bounded batches (never locked or unknown rows; rows another
- * transaction holds are skipped) and records one summary audit event per run.
+ * transaction holds are skipped) and records one summary audit event per run. With `redrive`,
+ * then re-drives stale locks (see {@link redriveStaleLocks}).
  */
-export async function sweepLedger(
-  ledger: PostgresLedger,
-  opts: SweepOptions = {},
-): Promise<{ deleted: number; batches: number }> {
+export async function sweepLedger(ledger: PostgresLedger, opts: SweepOptions = {}): Promise<SweepResult> {
   const batchSize = opts.batchSize ?? 1000;
   const maxBatches = opts.maxBatches ?? 1000;
   let deleted = 0;
@@ -35,8 +67,117 @@ export async function sweepLedger(
     deleted += n;
     if (n < batchSize) break;
   }
-  opts.emitter?.record(sweepEvent(ledger.schema, opts.runId ?? `${Date.now()}`, { deleted, batches }));
-  return { deleted, batches };
+  const runId = opts.runId ?? `${Date.now()}`;
+  opts.emitter?.record(sweepEvent(ledger.schema, runId, { deleted, batches }));
+  if (!opts.redrive) return { deleted, batches };
+  const redriven = await redriveStaleLocks(ledger, opts.redrive, {
+    batchSize,
+    maxBatches,
+    ...(opts.emitter ? { emitter: opts.emitter } : {}),
+  });
+  return { deleted, batches, redriven };
+}
+
+/**
+ * The backstop for an attempt that died holding its lease with no job left to take it over
+ * (e.g. its BullMQ attempts ran out while the database was away): each `locked` row whose lease
+ * expired long ago is looked up by its recorded queue and job id. A failed job is retried, and
+ * its next attempt takes the lease over (replays, re-runs against an idempotent downstream,
+ * reconciles, or finds `unknown`), as after any crash; a job that is still waiting, delayed or
+ * active is left to it; when the job is gone (or completed without the row), the row is marked
+ * `unknown` with {@link ABANDONED_ERROR}, fenced by its epoch, for an operator to resolve. Each
+ * re-drive is audited.
+ */
+export async function redriveStaleLocks(
+  ledger: PostgresLedger,
+  options: RedriveOptions,
+  limits: { batchSize: number; maxBatches: number; emitter?: AuditEmitter },
+): Promise<RedriveCounts> {
+  const counts: RedriveCounts = { retried: 0, abandoned: 0, left: 0, skipped: 0 };
+  const queues = new Map<string, Queue>();
+  const queueOf = (name: string) => {
+    let q = queues.get(name);
+    if (!q) {
+      q = new Queue(name, { connection: options.connection, ...(options.prefix ? { prefix: options.prefix } : {}) });
+      q.on('error', () => {}); // a lookup that fails throws where it is awaited
+      queues.set(name, q);
+    }
+    return q;
+  };
+  try {
+    let after: string | undefined;
+    for (let page = 0; page < limits.maxBatches; page++) {
+      const rows = await findStaleLocks(ledger.pool, ledger.schema, {
+        batchSize: limits.batchSize,
+        ...(after !== undefined ? { after } : {}),
+        ...(options.minAgeMs !== undefined ? { minAgeMs: options.minAgeMs } : {}),
+      });
+      for (const row of rows) {
+        const done = await redriveOne(ledger, row, row.queue && row.jobId ? queueOf(row.queue) : undefined);
+        counts[done.outcome]++;
+        if (done.outcome === 'retried' || done.outcome === 'abandoned') {
+          limits.emitter?.record(redriveEvent(row, done.outcome, done.jobState));
+        }
+      }
+      if (rows.length < limits.batchSize) break;
+      after = rows.at(-1)?.key;
+    }
+  } finally {
+    await Promise.allSettled([...queues.values()].map((q) => q.close()));
+  }
+  return counts;
+}
+
+async function redriveOne(
+  ledger: PostgresLedger,
+  row: StaleLock,
+  queue: Queue | undefined,
+): Promise<{ outcome: keyof RedriveCounts; jobState?: string }> {
+  if (!queue || !row.jobId) return { outcome: 'skipped' };
+  const state = await queue.getJobState(row.jobId);
+  if (state === 'failed') {
+    const job = await Job.fromId(queue, row.jobId);
+    if (!job) return { outcome: 'skipped', jobState: state };
+    try {
+      await job.retry('failed');
+    } catch {
+      return { outcome: 'skipped', jobState: state }; // retried or removed meanwhile: the next run looks again
+    }
+    return { outcome: 'retried', jobState: state };
+  }
+  if (state !== 'unknown' && state !== 'completed') return { outcome: 'left', jobState: state };
+  try {
+    await ledger.markUnknown(row.key, row.epoch, ABANDONED_ERROR);
+  } catch (err) {
+    // Taken over or finished since the page was read: nothing is abandoned.
+    if (err instanceof StaleEpochError || err instanceof IllegalTransitionError) {
+      return { outcome: 'skipped', jobState: state };
+    }
+    throw err;
+  }
+  return { outcome: 'abandoned', jobState: state === 'unknown' ? 'gone' : state };
+}
+
+/** The audit event of one re-drive: a failed job retried, or a row handed to an operator. */
+export function redriveEvent(row: StaleLock, outcome: 'retried' | 'abandoned', jobState = 'gone'): AuditEvent {
+  const event: AuditEvent = {
+    eventId: eventIdFor(row.key, row.epoch, 'stale_lock', outcome),
+    actorType: 'system',
+    actorId: 'ledger-sweeper',
+    action: outcome === 'retried' ? 'idempotency.redriven' : 'idempotency.abandoned',
+    resourceType: 'idempotency_key',
+    resourceId: row.key,
+    decision: outcome === 'retried' ? 'allow' : 'pending_confirmation',
+    reasonCode: outcome === 'retried' ? 'IDEMPOTENCY_STALE_LOCK' : ABANDONED_ERROR.code,
+    createdAt: new Date().toISOString(),
+    phase: 'outcome',
+    epoch: row.epoch,
+    details: { jobState, leaseExpiredAt: row.leaseExpiresAt.toISOString() },
+  };
+  if (row.queue) event.queue = row.queue;
+  if (row.jobId) event.jobId = row.jobId;
+  if (row.stepId) event.stepId = row.stepId;
+  return event;
 }
 
 /** The one summary audit event of a sweep run (by the scheduler, or by an operator through the CLI). */
@@ -84,6 +225,8 @@ export function createSweeperWorker(options: {
         ...(options.batchSize ? { batchSize: options.batchSize } : {}),
         ...(options.emitter ? { emitter: options.emitter } : {}),
         runId: job.id ?? String(job.timestamp),
+        // The jobs whose stale locks it re-drives live under the same connection and prefix.
+        redrive: { connection: options.connection, ...(options.prefix ? { prefix: options.prefix } : {}) },
       }),
     { connection: options.connection, concurrency: 1, ...(options.prefix ? { prefix: options.prefix } : {}) },
   );
