@@ -9,13 +9,21 @@
 import { realpathSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { type ConnectionOptions, Queue, type Worker } from 'bullmq';
+import { Queue, type Worker } from 'bullmq';
 import type pg from 'pg';
 import { type Logger, pino } from 'pino';
 import { AuditEmitter, type AuditRedactor } from '../src/audit/emitter.js';
+import { redriveFailedAuditBatches } from '../src/audit/redrive-failed.js';
 import { auditPolicyFor } from '../src/config/audit-policy.js';
 import { type Config, ConfigError, describeUrl, type LogLevel, loadConfig } from '../src/config/env.js';
-import { checkRedis, connectPostgres, ServiceUnavailableError } from '../src/config/services.js';
+import { describeRedisUrl } from '../src/config/redis-url.js';
+import {
+  checkRedis,
+  connectPostgres,
+  openRedis,
+  type RedisConnection,
+  ServiceUnavailableError,
+} from '../src/config/services.js';
 import { errorLabel } from '../src/errors/clean-name.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { DEFAULT_REDACTION_POLICY, pinoRedactionOptions } from '../src/redaction/index.js';
@@ -101,9 +109,13 @@ export async function startWorkerProcess(
 
   // Everything opened so far, to force-close if the start fails half-way.
   const opened: ((force: boolean) => Promise<unknown>)[] = [];
+  let redis: RedisConnection | undefined;
   try {
     await assertMigrated(pool, config.schema);
-    const connection: ConnectionOptions = { url: config.redisUrl, maxRetriesPerRequest: null };
+    // One URL, or the nodes of a Redis Cluster (a shared ioredis Cluster, closed last).
+    redis = await openRedis(config.redisUrl);
+    const { connection } = redis;
+    const sharedRedis = redis;
     const prefix = config.prefix;
     const queue = (name: string) => {
       const q = new Queue(name, { connection, prefix });
@@ -143,6 +155,10 @@ export async function startWorkerProcess(
         logger,
       }),
     );
+    // Batches that an older writer gave up on (a Postgres outage past its five attempts) go back.
+    await redriveFailedAuditBatches(auditQueue, logger).catch((err: Error) =>
+      logger.warn({ err: errorLabel(err) }, 'failed audit batches not re-driven: the next backfill will'),
+    );
     const backfill = track(
       createBackfillWorker({ connection, prefix, pool, schema: config.schema, auditQueue, logger }),
     );
@@ -172,10 +188,12 @@ export async function startWorkerProcess(
       await emitter.close();
       await auditWriter.close();
       await Promise.all([auditQueue.close(), sweeperQueue.close()]);
+      await sharedRedis.close();
       await pool.end();
     };
     const force = async () => {
       await Promise.allSettled(opened.map((close) => close(true)));
+      await sharedRedis.close(true);
       await pool.end().catch(() => {});
     };
 
@@ -203,7 +221,7 @@ export async function startWorkerProcess(
     logger.info(
       {
         postgres: describeUrl(config.databaseUrl),
-        redis: describeUrl(config.redisUrl),
+        redis: describeRedisUrl(config.redisUrl),
         schema: config.schema,
         prefix,
         queues: { audit: config.auditQueue, backfill: DEFAULT_BACKFILL_QUEUE, sweeper: DEFAULT_SWEEPER_QUEUE },
@@ -214,6 +232,7 @@ export async function startWorkerProcess(
     return { close, workers: { auditWriter, backfill, sweeper }, logger };
   } catch (err) {
     await settleWithin(Promise.allSettled(opened.map((close) => close(true))), FORCE_CLOSE_MS);
+    await redis?.close(true);
     await pool.end().catch(() => {});
     throw err;
   }

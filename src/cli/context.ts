@@ -3,7 +3,7 @@ import type pg from 'pg';
 import type { AuditStore } from '../audit/audit-store.js';
 import type { CliConfig } from '../config/env.js';
 import { ConfigError } from '../config/errors.js';
-import { checkRedis, connectPostgres } from '../config/services.js';
+import { checkRedis, connectPostgres, openRedis, type RedisConnection } from '../config/services.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import type { Keyring } from '../sealing/keyring.js';
 
@@ -45,7 +45,7 @@ const HINTS = {
  */
 export class CliContext {
   private poolP: Promise<pg.Pool> | undefined;
-  private redisP: Promise<ConnectionOptions> | undefined;
+  private redisP: Promise<RedisConnection> | undefined;
   private readonly queues: Queue[] = [];
 
   constructor(
@@ -99,15 +99,18 @@ export class CliContext {
     return new AuditStore(await this.pool(), this.schema, auditPolicyFor(this.config.keyring));
   }
 
-  /** BullMQ connection options, after a reachability check of REDIS_URL. */
-  redis(): Promise<ConnectionOptions> {
+  /**
+   * BullMQ's connection, after a reachability check of REDIS_URL: options for a single node, or
+   * one ioredis `Cluster` (closed with the context) when REDIS_URL names cluster nodes.
+   */
+  async redis(): Promise<ConnectionOptions> {
     this.redisP ??= (async () => {
       this.require('REDIS_URL');
       const url = this.config.redisUrl as string;
       await checkRedis(url);
-      return { url, maxRetriesPerRequest: null } satisfies ConnectionOptions;
+      return openRedis(url);
     })();
-    return this.redisP;
+    return (await this.redisP).connection;
   }
 
   /** A queue under the configured prefix, closed with the context. */
@@ -122,6 +125,8 @@ export class CliContext {
 
   async close(): Promise<void> {
     await Promise.allSettled(this.queues.map((q) => q.close()));
+    const redis = await this.redisP?.catch(() => undefined);
+    await redis?.close().catch(() => {});
     const pool = await this.poolP?.catch(() => undefined);
     await pool?.end().catch(() => {});
   }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import { type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
 import { ConfigError } from './errors.js';
+import { hasHashTag, parseRedisUrl, RedisUrlError } from './redis-url.js';
 
 export { ConfigError, describeUrl } from './errors.js';
 
@@ -12,7 +13,11 @@ export { ConfigError, describeUrl } from './errors.js';
 export type Config = {
   /** `DATABASE_URL`: the Postgres holding the ledger and the audit trail. */
   databaseUrl: string;
-  /** `REDIS_URL`: the Redis of the BullMQ queues. */
+  /**
+   * `REDIS_URL`: the Redis of the BullMQ queues: `redis://host:6379` (or `rediss://`), or the
+   * nodes of a Redis Cluster, `redis+cluster://host:7000,host:7001` or `redis://host:7000,redis://host:7001`
+   * (see `parseRedisUrl`). On a cluster, `BQI_PREFIX` must hold a hash tag (`{bull}`).
+   */
   redisUrl: string;
   /** `BQI_SCHEMA`: Postgres schema of the library's tables. @defaultValue `'public'` */
   schema: string;
@@ -78,7 +83,14 @@ function urlWithProtocol(protocols: string[], label: string) {
 }
 
 const databaseUrl = urlWithProtocol(['postgres:', 'postgresql:'], 'postgres://');
-const redisUrl = urlWithProtocol(['redis:', 'rediss:'], 'redis:// (or rediss://)');
+const redisUrl = z.string().superRefine((s, ctx) => {
+  try {
+    parseRedisUrl(s);
+  } catch (err) {
+    if (!(err instanceof RedisUrlError)) throw err;
+    ctx.addIssue({ code: 'custom', message: err.message });
+  }
+});
 
 const positiveMs = (fallback: number) =>
   z
@@ -190,8 +202,16 @@ function parse<S extends z.ZodObject>(schema: S, env: Env, required: string[]): 
       issues.push({ variable: String(i.path[0] ?? '(environment)'), message: i.message });
   }
   if (issues.length > 0 || !parsed.success) throw new ConfigError(issues);
+  const { REDIS_URL, BQI_PREFIX } = parsed.data as { REDIS_URL?: string; BQI_PREFIX?: string };
+  if (REDIS_URL && BQI_PREFIX !== undefined && parseRedisUrl(REDIS_URL).kind === 'cluster' && !hasHashTag(BQI_PREFIX)) {
+    throw new ConfigError([{ variable: 'BQI_PREFIX', message: CLUSTER_PREFIX_HINT }]);
+  }
   return parsed.data;
 }
+
+const CLUSTER_PREFIX_HINT =
+  'must hold a hash tag on Redis Cluster (REDIS_URL names cluster nodes), e.g. BQI_PREFIX={bull}: ' +
+  "BullMQ's scripts touch several keys of a queue at once, which the cluster allows only within one slot";
 
 /**
  * The worker process's configuration: DATABASE_URL and REDIS_URL are required.

@@ -1,5 +1,7 @@
+import type { ConnectionOptions } from 'bullmq';
 import type pg from 'pg';
 import { describeUrl, reasonOf, ServiceUnavailableError } from './errors.js';
+import { describeRedisTarget, parseRedisUrl, type RedisTarget } from './redis-url.js';
 
 export { reasonOf, ServiceUnavailableError } from './errors.js';
 
@@ -54,18 +56,30 @@ export async function connectPostgres(url: string, options: PoolOptions = {}): P
 }
 
 /**
- * Connects to Redis once, without retries, and PINGs it within the timeout.
+ * Connects to Redis once, without retries, and PINGs it within the timeout. On a cluster
+ * (`REDIS_URL` naming cluster nodes), the client must learn the slots and find the cluster's
+ * state ok, then PINGs.
  * @throws {@link ServiceUnavailableError}
  */
 export async function checkRedis(url: string, timeoutMs = CONNECT_TIMEOUT_MS): Promise<void> {
-  const { Redis } = await import('ioredis');
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: timeoutMs,
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    retryStrategy: () => null,
-  });
+  const target = parseRedisUrl(url);
+  const { Redis, Cluster } = await import('ioredis');
+  const redis =
+    target.kind === 'single'
+      ? new Redis(url, {
+          lazyConnect: true,
+          connectTimeout: timeoutMs,
+          maxRetriesPerRequest: 0,
+          enableOfflineQueue: false,
+          retryStrategy: () => null,
+        })
+      : new Cluster(target.nodes, {
+          lazyConnect: true,
+          enableOfflineQueue: false,
+          clusterRetryStrategy: () => null,
+          slotsRefreshTimeout: timeoutMs,
+          redisOptions: { ...nodeOptions(target), connectTimeout: timeoutMs, maxRetriesPerRequest: 0 },
+        });
   let lastError: unknown;
   redis.on('error', (err) => {
     lastError = err;
@@ -82,6 +96,56 @@ export async function checkRedis(url: string, timeoutMs = CONNECT_TIMEOUT_MS): P
     await redis.quit().catch(() => redis.disconnect());
   } catch (err) {
     redis.disconnect();
-    throw new ServiceUnavailableError('Redis', describeUrl(url), reasonOf(lastError ?? err));
+    throw new ServiceUnavailableError('Redis', describeRedisTarget(target), reasonOf(lastError ?? err));
   }
+}
+
+/** Credentials and TLS of a cluster's nodes; BullMQ needs `maxRetriesPerRequest: null`. */
+function nodeOptions(target: Extract<RedisTarget, { kind: 'cluster' }>) {
+  return {
+    ...(target.username !== undefined ? { username: target.username } : {}),
+    ...(target.password !== undefined ? { password: target.password } : {}),
+    ...(target.tls ? { tls: {} } : {}),
+    maxRetriesPerRequest: null,
+  };
+}
+
+/** BullMQ's connection for `REDIS_URL`, and how to close what it opened. */
+export type RedisConnection = {
+  /** Options for a single node (each queue and worker opens its own); one shared ioredis `Cluster` on a cluster. */
+  connection: ConnectionOptions;
+  readonly cluster: boolean;
+  /** Closes the shared cluster client (after the queues and workers on it); nothing for a single node. */
+  close(force?: boolean): Promise<void>;
+};
+
+/**
+ * Opens BullMQ's connection for `REDIS_URL`: options with the URL for a single node (as
+ * before), or an ioredis `Cluster` on the seed nodes, which BullMQ takes as `connection` (its
+ * workers duplicate it for their blocking commands). BullMQ does not close a client it was given:
+ * call `close()` after the queues and workers.
+ *
+ * @example
+ * const redis = await openRedis(config.redisUrl);
+ * const queue = new Queue('audit', { connection: redis.connection, prefix: '{bull}' });
+ * // … await queue.close(); await redis.close();
+ */
+export async function openRedis(url: string): Promise<RedisConnection> {
+  const target = parseRedisUrl(url);
+  if (target.kind === 'single') {
+    return { connection: { url, maxRetriesPerRequest: null }, cluster: false, close: async () => {} };
+  }
+  const { Cluster } = await import('ioredis');
+  const client = new Cluster(target.nodes, { redisOptions: nodeOptions(target) });
+  // Errors reach the queues and workers that use the client; unhandled here they would end the process.
+  client.on('error', () => {});
+  return {
+    connection: client,
+    cluster: true,
+    close: async (force = false) => {
+      if (client.status === 'end') return;
+      if (force) client.disconnect();
+      else await client.quit().catch(() => client.disconnect());
+    },
+  };
 }
