@@ -33,7 +33,11 @@ beforeAll(async () => {
   admin.on('error', () => {}); // its idle connections die with each stop
 });
 afterEach(async () => {
-  for (const w of opened.workers.splice(0)) await w.close(true);
+  for (const w of opened.workers.splice(0)) {
+    await w.close(true);
+    // A forced close returns before the worker's loop has stopped: the leak check waits for it.
+    await waitFor(() => !w.isRunning(), 'the worker to stop', 5_000).catch(() => {});
+  }
   for (const q of opened.queues.splice(0)) await q.close();
   for (const d of opened.downstreams.splice(0)) await d.close();
 });

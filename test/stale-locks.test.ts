@@ -137,7 +137,7 @@ describe('stale locks', () => {
       const again = await sweepLedger(ledger, { redrive: { connection: { url: t.redisUrl }, prefix: t.prefix } });
       expect(again.redriven).toEqual({ retried: 0, abandoned: 0, left: 0, skipped: 0 });
     } finally {
-      await w.close(true);
+      await w.close(); // graceful: it returns once the worker's loop has stopped
       await q.close();
     }
   });
