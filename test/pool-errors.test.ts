@@ -169,7 +169,7 @@ describe('a dropped idle connection', () => {
         `the child to be ready\n${child.out}\n${child.err}`,
         30_000,
       );
-      const connections = ready.connections as number;
+      const connections = ready?.connections as number;
       expect(connections).toBeGreaterThan(0);
       // Its connections are idle now; a connection still busy would be missed and the child would wait on it.
       await waitFor(
