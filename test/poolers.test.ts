@@ -74,14 +74,16 @@ describe.each([
   { name: 'one statement per call', batching: false as const },
 ])('the ledger through pgbouncer in transaction mode, preparedStatements: false ($name)', ({ name, batching }) => {
   const run = name.replace(/\W/g, '_');
-
-  it('200 keys, 20 at a time: claim, complete, replay, conflict', async () => {
-    const ledger = t.ledger({
+  const unnamed = () =>
+    t.ledger({
       connectionString: through(),
       preparedStatements: false,
       poolSize: 20,
       ...(batching === false ? { batching } : {}),
     });
+
+  it('200 keys, 20 at a time: claim, complete, replay, conflict', async () => {
+    const ledger = unnamed();
     try {
       const claims = values(await pooled(200, 20, (i) => ledger.claim(claimOf(`${run}-${i}`))));
       expect(claims.every((c) => c.kind === 'acquired')).toBe(true);
@@ -109,12 +111,7 @@ describe.each([
   });
 
   it('20 concurrent claims of one key: exactly one acquires; heartbeat, unknown, resolve, invalidate, sweep', async () => {
-    const ledger = t.ledger({
-      connectionString: through(),
-      preparedStatements: false,
-      poolSize: 20,
-      ...(batching === false ? { batching } : {}),
-    });
+    const ledger = unnamed();
     try {
       const claims = values(await pooled(20, 20, () => ledger.claim(claimOf(`${run}-one`))));
       const acquired = claims.filter((c) => c.kind === 'acquired');
