@@ -5,11 +5,10 @@
  *
  * Usage: `spawnClockWorker(config, skew)`; the child prints one JSON line per event on stdout
  * ({"event":"ready"}, {"event":"processing"}, {"event":"aborted"}, {"event":"finished"}, ...).
- * It stops on SIGTERM, when its stdin closes, or when its parent dies.
+ * The test kills it; it also exits when its parent dies.
  */
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
-import { resolve as resolvePath } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'bullmq';
@@ -44,8 +43,7 @@ export type ClockMessage =
   | { event: 'aborted'; afterMs: number; wallMs: number; reason: string; message: string }
   | { event: 'finished'; afterMs: number }
   | { event: 'job-completed'; jobId: string | undefined }
-  | { event: 'job-failed'; jobId: string | undefined; reason: string }
-  | { event: 'closed' };
+  | { event: 'job-failed'; jobId: string | undefined; reason: string };
 
 export const clockInput = z.object({ run: z.string() });
 
@@ -206,46 +204,31 @@ async function hold(ctx: ProcessorContext, runMs: number): Promise<{ heldMs: num
 
 async function main(config: ClockWorkerConfig): Promise<void> {
   const parentPid = process.ppid;
+  const timing = { lockDuration: config.lockDuration, stalledInterval: config.stalledInterval };
   const ledger = new PostgresLedger({ connectionString: config.databaseUrl, schema: config.schema, poolSize: 4 });
   const processor = withIdempotency(clockOperation(config.leaseMs), (_input, ctx) => hold(ctx, config.runMs), {
     ledger,
     keyring: testKeyring,
-    worker: { lockDuration: config.lockDuration, stalledInterval: config.stalledInterval },
+    worker: timing,
     owner: `clock-worker:${process.pid}`,
   });
-  const worker = new Worker(config.queue, processor, {
-    connection: { url: config.redisUrl, maxRetriesPerRequest: null },
-    prefix: config.prefix,
-    lockDuration: config.lockDuration,
-    stalledInterval: config.stalledInterval,
-    concurrency: 1,
-  });
+  const connection = { url: config.redisUrl, maxRetriesPerRequest: null };
+  const worker = new Worker(config.queue, processor, { connection, prefix: config.prefix, ...timing, concurrency: 1 });
   worker.on('error', () => {}); // a database stopped on purpose
   worker.on('completed', (job) => send({ event: 'job-completed', jobId: job.id }));
   worker.on('failed', (job, err) => send({ event: 'job-failed', jobId: job?.id, reason: err.message }));
-  let closing = false;
-  const shutdown = () => {
-    if (closing) return;
-    closing = true;
-    void Promise.allSettled([worker.close(true), ledger.close()]).then(() => {
-      send({ event: 'closed' });
-      process.exit(0);
-    });
-  };
-  process.once('SIGTERM', shutdown);
-  process.stdin.once('end', shutdown).once('close', shutdown).resume();
-  setInterval(() => {
-    if (process.ppid !== parentPid) process.exit(1);
-  }, 250).unref();
+  // The test SIGKILLs this process; it also goes when the test process does (its pipe closes,
+  // or this process is handed to another parent).
+  process.stdin.once('close', () => process.exit(1)).resume();
+  setInterval(() => process.ppid !== parentPid && process.exit(1), 250).unref();
   await worker.waitUntilReady();
   send({ event: 'ready', pid: process.pid, wallMs: Date.now() });
 }
 
+/** True when this file is the process's entry point (the child), not an import (the test). */
 function isMain(): boolean {
-  const entry = process.argv[1];
-  if (!entry) return false;
   try {
-    return realpathSync(resolvePath(entry)) === realpathSync(script);
+    return realpathSync(process.argv[1] ?? '') === realpathSync(script);
   } catch {
     return false;
   }
