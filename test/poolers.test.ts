@@ -8,12 +8,12 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { IdempotencyConfigError } from '../src/errors/errors.js';
 import { defineOperation, type Operation, withIdempotency } from '../src/index.js';
 import type { ClaimOptions } from '../src/ledger/types.js';
 import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
+import { sampleAuditEvent } from './helpers/audit-sample.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -168,19 +168,7 @@ describe('the default (named prepared statements) through pgbouncer in transacti
   });
 });
 
-function auditEvent(id: string): AuditEvent {
-  return {
-    eventId: eventIdFor('poolers-test', id),
-    actorType: 'agent',
-    actorId: 'assistant',
-    action: 'tool.send_mail',
-    resourceType: 'mailbox',
-    resourceId: `mb_${id}`,
-    decision: 'allow',
-    createdAt: new Date().toISOString(),
-    phase: 'outcome',
-  };
-}
+const auditEvent = (id: string) => sampleAuditEvent('poolers-test', id);
 
 describe('through pgbouncer in transaction mode with preparedStatements: false', () => {
   it('the audit store writes batches', async () => {

@@ -38,7 +38,7 @@ export function poolerError(err: unknown, name: string): IdempotencyConfigError 
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code !== 'string' || !POOLER_CODES.has(code)) return undefined;
   const error = new IdempotencyConfigError(
-    `Postgres refused the prepared statement ${name} (SQLSTATE ${code}): the connection goes through a pooler ` +
+    `Postgres refused the prepared statement ${name} (SQLSTATE ${code}): the connection usually goes through a pooler ` +
       'that shares server connections between clients (pgbouncer < 1.21 in transaction mode, RDS Proxy, ' +
       'Supavisor). Set preparedStatements: false on the ledger and the audit store, or connect directly.',
     { option: 'preparedStatements', sqlState: code, statement: name },
