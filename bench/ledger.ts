@@ -5,6 +5,10 @@
  * - fresh pairs: claim + complete of a key never seen before (the first attempt of a job);
  * - replay: claim of a key already completed (a retry or duplicate delivery, served from the ledger).
  *
+ * The library runs twice: with named prepared statements (the default) and with
+ * `preparedStatements: false` (every statement unnamed, as behind pgbouncer in transaction mode),
+ * on one table, each round with its own keys.
+ *
  * Both variants run with the same pool size and the same number of operations in flight, on
  * their own table in a throw-away schema, alternately over several rounds with new keys each
  * round. Timings are noisy (a 2-core machine shared with Postgres), so only correctness is
@@ -39,7 +43,8 @@ const OPERATION = 'bench.ledger';
 const LEASE_MS = 60_000;
 const RETENTION_MS = 86_400_000;
 
-type VariantName = 'library' | 'naive';
+type VariantName = 'library' | 'unnamed' | 'naive';
+const VARIANTS: VariantName[] = ['library', 'unnamed', 'naive'];
 
 /** One unit of work: key `i` of a batch, with its fingerprint and the result its attempt records. */
 type Item = { key: IdempotencyKey; fp: string; result: { assetId: string } };
@@ -59,7 +64,7 @@ function item(batch: string, i: number): Item {
   return { key, fp: fingerprint(OPERATION, { batch, i }), result: { assetId: `asset-${batch}-${i}` } };
 }
 
-function libraryVariant(ledger: PostgresLedger): Variant {
+function libraryVariant(ledger: PostgresLedger, name: 'library' | 'unnamed'): Variant {
   const claimOf = ({ key, fp }: Item) => ({
     key,
     operation: OPERATION,
@@ -69,17 +74,17 @@ function libraryVariant(ledger: PostgresLedger): Variant {
     downstream: 'idempotent' as const,
   });
   return {
-    name: 'library',
+    name,
     async fresh(it) {
       const claim = await ledger.claim(claimOf(it));
-      if (claim.kind !== 'acquired') throw new Error(`library: fresh claim of ${boundedKey(it.key)} got ${claim.kind}`);
+      if (claim.kind !== 'acquired') throw new Error(`${name}: fresh claim of ${boundedKey(it.key)} got ${claim.kind}`);
       await ledger.complete(claim.key, claim.epoch, it.result);
     },
     async replay(it) {
       const claim = await ledger.claim(claimOf(it));
-      if (claim.kind !== 'completed') throw new Error(`library: replay of ${boundedKey(it.key)} got ${claim.kind}`);
+      if (claim.kind !== 'completed') throw new Error(`${name}: replay of ${boundedKey(it.key)} got ${claim.kind}`);
       const assetId = (claim.result as { assetId?: unknown } | null)?.assetId;
-      if (assetId !== it.result.assetId) throw new Error(`library: replay of ${boundedKey(it.key)} got ${assetId}`);
+      if (assetId !== it.result.assetId) throw new Error(`${name}: replay of ${boundedKey(it.key)} got ${assetId}`);
     },
   };
 }
@@ -170,13 +175,19 @@ function printTable(results: Record<VariantName, Record<Path, number[]>>): void 
   const header = ['variant', ...rounds, 'median'];
   const rows: string[][] = [];
   for (const path of ['pairs', 'replay'] as const) {
-    for (const name of ['library', 'naive'] as const) {
+    for (const name of VARIANTS) {
       const series = results[name][path];
       rows.push([`${name} ${path}/s`, ...series.map((v) => String(Math.round(v))), String(Math.round(median(series)))]);
     }
-    const ratios = results.library[path].map((v, r) => ratio(v, results.naive[path][r]!));
-    const medianRatio = ratio(median(results.library[path]), median(results.naive[path]));
-    rows.push([`${path} library/naive`, ...ratios.map((v) => `${v.toFixed(2)}x`), `${medianRatio.toFixed(2)}x`]);
+    for (const [a, b] of [
+      ['library', 'naive'],
+      ['unnamed', 'naive'],
+      ['unnamed', 'library'],
+    ] as const) {
+      const ratios = results[a][path].map((v, r) => ratio(v, results[b][path][r]!));
+      const medianRatio = ratio(median(results[a][path]), median(results[b][path]));
+      rows.push([`${path} ${a}/${b}`, ...ratios.map((v) => `${v.toFixed(2)}x`), `${medianRatio.toFixed(2)}x`]);
+    }
   }
   const widths = header.map((h, c) => Math.max(h.length, ...rows.map((row) => row[c]!.length)));
   const line = (cells: string[]) =>
@@ -191,31 +202,41 @@ async function main(): Promise<void> {
   const admin = new pg.Client({ connectionString: DATABASE_URL });
   await admin.connect();
   let ledger: PostgresLedger | undefined;
+  let unnamedLedger: PostgresLedger | undefined;
   let naivePool: pg.Pool | undefined;
   try {
     await migrate({ connectionString: DATABASE_URL, schema });
     const sql = naiveStatements(`${schema}.naive_ledger`);
     await admin.query(sql.create);
     ledger = new PostgresLedger({ connectionString: DATABASE_URL, schema, poolSize: POOL_SIZE });
+    unnamedLedger = new PostgresLedger({
+      connectionString: DATABASE_URL,
+      schema,
+      poolSize: POOL_SIZE,
+      preparedStatements: false,
+    });
     naivePool = new pg.Pool({ connectionString: DATABASE_URL, max: POOL_SIZE });
     const variants: Record<VariantName, Variant> = {
-      library: libraryVariant(ledger),
+      library: libraryVariant(ledger, 'library'),
+      unnamed: libraryVariant(unnamedLedger, 'unnamed'),
       naive: naiveVariant(naivePool, sql),
     };
     console.error(
       `bench ledger: schema ${schema}, ${KEYS_PER_ROUND} keys x ${ROUNDS} rounds, pool ${POOL_SIZE}, ${CONCURRENCY} in flight`,
     );
-    for (const variant of Object.values(variants)) await runVariant(variant, 'warmup', WARMUP_KEYS);
+    for (const variant of Object.values(variants)) await runVariant(variant, `warmup-${variant.name}`, WARMUP_KEYS);
 
     const results: Record<VariantName, Record<Path, number[]>> = {
       library: { pairs: [], replay: [] },
+      unnamed: { pairs: [], replay: [] },
       naive: { pairs: [], replay: [] },
     };
     for (let round = 0; round < ROUNDS; round++) {
-      // Alternate which variant goes first, so neither always runs on the warmer (or fuller) table.
-      const order: VariantName[] = round % 2 === 0 ? ['library', 'naive'] : ['naive', 'library'];
+      // Rotate which variant goes first, so none always runs on the warmer (or fuller) table.
+      const order = [...VARIANTS.slice(round % VARIANTS.length), ...VARIANTS.slice(0, round % VARIANTS.length)];
       for (const name of order) {
-        const { pairs, replay } = await runVariant(variants[name], `r${round + 1}`, KEYS_PER_ROUND);
+        // The two library variants share a table: each round and variant has its own keys.
+        const { pairs, replay } = await runVariant(variants[name], `r${round + 1}-${name}`, KEYS_PER_ROUND);
         results[name].pairs.push(pairs);
         results[name].replay.push(replay);
         console.error(
@@ -235,12 +256,17 @@ async function main(): Promise<void> {
         naive_replay_per_s: Math.round(m('naive', 'replay')),
         pairs_vs_naive: ratio(m('library', 'pairs'), m('naive', 'pairs')),
         replay_vs_naive: ratio(m('library', 'replay'), m('naive', 'replay')),
+        unnamed_pairs_per_s: Math.round(m('unnamed', 'pairs')),
+        unnamed_replay_per_s: Math.round(m('unnamed', 'replay')),
+        unnamed_vs_named_pairs: ratio(m('unnamed', 'pairs'), m('library', 'pairs')),
+        unnamed_vs_named_replay: ratio(m('unnamed', 'replay'), m('library', 'replay')),
       }),
     );
   } finally {
     // Each step runs even when an earlier one fails: the schema must go whatever happened.
     const steps: [string, () => Promise<unknown> | undefined][] = [
       ['close the ledger', () => ledger?.close()],
+      ['close the unnamed ledger', () => unnamedLedger?.close()],
       ['end the naive pool', () => naivePool?.end()],
       [`drop schema ${schema}`, () => admin.query(`drop schema if exists ${schema} cascade`)],
       ['end the admin connection', () => admin.end()],
