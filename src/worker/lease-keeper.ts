@@ -162,7 +162,11 @@ export class LeaseKeeper {
     if (this.stopped) return;
     const started = monotonic();
     const budget = Math.min(this.firesAt - started, this.intervalMs);
-    if (budget <= 0) return; // the expiry timer decides now
+    if (budget <= 0) {
+      // The expiry timer decides now; should a late answer extend the lease, renewals go on.
+      this.schedule(MIN_TICK_MS);
+      return;
+    }
     if (this.pending >= MAX_PENDING_RENEWALS) {
       this.schedule(this.retryDelay());
       return;
@@ -174,6 +178,7 @@ export class LeaseKeeper {
     });
     const timedOut = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), budget);
+      timer.unref();
     });
     void Promise.race([answered, timedOut]).then((ok) => {
       clearTimeout(timer);
