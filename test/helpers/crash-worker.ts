@@ -56,6 +56,10 @@ export type CrashWorkerConfig = {
   leaseMs: number;
   lockDuration: number;
   stalledInterval: number;
+  /** Jobs the worker runs at once. @defaultValue 1 */
+  concurrency?: number;
+  /** BullMQ's stall limit. @defaultValue BullMQ's (1) */
+  maxStalledCount?: number;
 };
 
 export type ChildMessage =
@@ -358,7 +362,11 @@ async function main(config: CrashWorkerConfig): Promise<void> {
     ledger,
     keyring: testKeyring,
     audit,
-    worker: { lockDuration: config.lockDuration, stalledInterval: config.stalledInterval },
+    worker: {
+      lockDuration: config.lockDuration,
+      stalledInterval: config.stalledInterval,
+      ...(config.maxStalledCount ? { maxStalledCount: config.maxStalledCount } : {}),
+    },
     owner: `crash-worker:${process.pid}`,
   };
   let processor: (job: import('bullmq').Job, token?: string, signal?: AbortSignal) => Promise<unknown>;
@@ -375,7 +383,8 @@ async function main(config: CrashWorkerConfig): Promise<void> {
     prefix: config.prefix,
     lockDuration: config.lockDuration,
     stalledInterval: config.stalledInterval,
-    concurrency: 1,
+    concurrency: config.concurrency ?? 1,
+    ...(config.maxStalledCount ? { maxStalledCount: config.maxStalledCount } : {}),
   });
   worker.on('error', (err) => send({ event: 'error', message: err.message }));
   worker.on('completed', (job, result) => send({ event: 'job-completed', jobId: job.id, result }));
