@@ -34,7 +34,7 @@ export function watchPoolErrors(pool: pg.Pool, logger?: PoolLogger): void {
   watched.set(pool, state);
   pool.on('error', (err) => {
     state.errors++;
-    logger?.warn({ err: lostLabel(err), lost: state.errors }, LOST_CONNECTION_MESSAGE);
+    logger?.warn({ err: errorLabel(err), lost: state.errors }, LOST_CONNECTION_MESSAGE);
   });
   pool.on('connect', (client) => {
     client.on('error', ignoreCheckedOutError);
@@ -51,20 +51,7 @@ export function poolErrorCount(pool: pg.Pool): number {
  * once by code; the next query on it fails and says why.
  */
 export function watchClientErrors(client: pg.Client, logger?: PoolLogger): void {
-  client.on('error', (err) => logger?.warn({ err: lostLabel(err) }, 'Postgres connection lost'));
-}
-
-/** Five digits or capitals, as Postgres's error codes are; `57P01` is what a terminated backend reports. */
-const SQLSTATE = /^[0-9A-Z]{5}$/;
-
-/**
- * The error's SQLSTATE (`57P01` admin_shutdown, `57P02` crash_shutdown...), which
- * {@link errorLabel} leaves out because it may start with a digit; otherwise its label
- * (`ECONNRESET`, or the class name for "Connection terminated unexpectedly").
- */
-function lostLabel(err: unknown): string {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && SQLSTATE.test(code) ? code : errorLabel(err);
+  client.on('error', (err) => logger?.warn({ err: errorLabel(err) }, 'Postgres connection lost'));
 }
 
 // The failing query (or the release that follows it) reports this drop; the event itself is noise.

@@ -1,6 +1,8 @@
 /** A code or class name: letters, digits and `_ . : -`, starting with a letter; 1–64 characters. */
 const NAME_GRAMMAR = /^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/;
 const SEGMENT = /[_.:-]/;
+/** A Postgres SQLSTATE (`57P01`, `23505`): five digits or capitals, often starting with a digit. */
+const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 /**
  * True when `value` may stay in clear as an error code, a class name or a field name in an
@@ -35,7 +37,7 @@ export function cleanPath(path: string): string {
  */
 export function errorLabel(err: unknown): string {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && isCleanName(code)) return code;
+  if (typeof code === 'string' && (isCleanName(code) || SQLSTATE.test(code))) return code;
   const name = (err as { name?: unknown } | null)?.name;
   return typeof name === 'string' && isCleanName(name) ? name : 'Error';
 }
