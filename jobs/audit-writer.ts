@@ -49,6 +49,8 @@ export type AuditWriterOptions = {
    * too many connections…, see `isTransientError`): without limit, at these delays.
    */
   transientBackoff?: TransientBackoffOptions;
+  /** Run the batch insert as a named prepared statement (see `AuditStoreOptions`). @defaultValue true */
+  preparedStatements?: boolean;
   logger?: Logger;
 };
 
@@ -68,7 +70,10 @@ export type AuditWriterOptions = {
  * const writer = createAuditWriter({ connection, pool });   // runs until writer.close()
  */
 export function createAuditWriter(options: AuditWriterOptions): Worker {
-  const store = new AuditStore(options.pool, options.schema, options.redactionPolicy);
+  const store = new AuditStore(options.pool, options.schema, options.redactionPolicy, {
+    ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements }),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
   const worker = new Worker(
     options.queueName ?? DEFAULT_AUDIT_QUEUE,
     async (job, token) => {

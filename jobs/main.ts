@@ -134,7 +134,12 @@ export async function startWorkerProcess(
     const auditPolicy = auditPolicyFor(config.keyring);
     const auditQueue = queue(config.auditQueue);
     const sweeperQueue = queue(DEFAULT_SWEEPER_QUEUE);
-    const ledger = new PostgresLedger({ pool, schema: config.schema, batching: false });
+    const ledger = new PostgresLedger({
+      pool,
+      schema: config.schema,
+      batching: false,
+      preparedStatements: config.preparedStatements,
+    });
     const emitter = new AuditEmitter({
       queue: auditQueue,
       pool,
@@ -152,6 +157,7 @@ export async function startWorkerProcess(
         prefix,
         concurrency: config.auditConcurrency,
         redactionPolicy: auditPolicy,
+        preparedStatements: config.preparedStatements,
         logger,
       }),
     );

@@ -15,7 +15,7 @@ export {
   sweepLedger,
 } from '../jobs/ledger-sweeper.js';
 export { type AuditEvent, auditEventSchema, eventIdFor, redactionReceiptSchema } from './audit/audit-event.js';
-export { AuditStore, type WriteBatchResult } from './audit/audit-store.js';
+export { AuditStore, type AuditStoreOptions, type WriteBatchResult } from './audit/audit-store.js';
 export type { DeadLetterReason } from './audit/dead-letter-reason.js';
 export { eventsForRecord } from './audit/derive.js';
 export { AUDIT_JOB_NAME, AuditEmitter, type AuditEmitterOptions, type AuditRedactor } from './audit/emitter.js';
@@ -25,6 +25,7 @@ export { buildTimeline, renderTimeline, type Timeline, type TimelineAttempt, tim
 export { auditWorkerFailures } from './audit/worker-failures.js';
 export { DEFAULT_SCHEMA, type PostgresOptions } from './db/connection.js';
 export { MIGRATION_LOCK_TABLE, MIGRATION_TABLE, type MigrateOptions, migrate } from './db/migrate.js';
+export type { PoolLogger } from './db/pool-errors.js';
 export {
   IdempotencyConfigError,
   IdempotencyConflictError,

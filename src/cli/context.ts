@@ -89,14 +89,21 @@ export class CliContext {
 
   async ledger(): Promise<PostgresLedger> {
     const { PostgresLedger } = await import('../ledger/postgres-ledger.js');
-    return new PostgresLedger({ pool: await this.pool(), schema: this.schema, batching: false });
+    return new PostgresLedger({
+      pool: await this.pool(),
+      schema: this.schema,
+      batching: false,
+      preparedStatements: this.config.preparedStatements,
+    });
   }
 
   async store(): Promise<AuditStore> {
     const { AuditStore } = await import('../audit/audit-store.js');
     const { auditPolicyFor } = await import('../config/audit-policy.js');
     // The keyring's ref keys: what the store writes (operator events) matches the workers' refs.
-    return new AuditStore(await this.pool(), this.schema, auditPolicyFor(this.config.keyring));
+    return new AuditStore(await this.pool(), this.schema, auditPolicyFor(this.config.keyring), {
+      preparedStatements: this.config.preparedStatements,
+    });
   }
 
   /**

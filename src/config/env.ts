@@ -31,6 +31,12 @@ export type Config = {
   sweepEveryMs: number;
   /** `BQI_SHUTDOWN_TIMEOUT_MS`: how long a graceful shutdown may take. @defaultValue 10000 */
   shutdownTimeoutMs: number;
+  /**
+   * `BQI_PREPARED_STATEMENTS`: `false` runs every statement unnamed, for a pooler in transaction
+   * mode (pgbouncer < 1.21, RDS Proxy, Supavisor) between this process and Postgres.
+   * @defaultValue true
+   */
+  preparedStatements: boolean;
   /** `LOG_LEVEL`: pino level. @defaultValue `'info'` */
   logLevel: LogLevel;
   /**
@@ -42,7 +48,7 @@ export type Config = {
 };
 
 /** What the CLI reads: the URLs are required only by the commands that use them. */
-export type CliConfig = Pick<Config, 'schema' | 'prefix' | 'auditQueue'> & {
+export type CliConfig = Pick<Config, 'schema' | 'prefix' | 'auditQueue' | 'preparedStatements'> & {
   databaseUrl?: string;
   redisUrl?: string;
   /**
@@ -155,6 +161,10 @@ const fields = {
   BQI_SWEEP_EVERY_MS: positiveMs(CONFIG_DEFAULTS.sweepEveryMs),
   BQI_SHUTDOWN_TIMEOUT_MS: positiveMs(CONFIG_DEFAULTS.shutdownTimeoutMs),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
+  BQI_PREPARED_STATEMENTS: z
+    .enum(['true', 'false', '1', '0'], { error: 'must be true or false' })
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
 };
 
 const workerSchema = z.object({
@@ -170,6 +180,7 @@ const cliSchema = z.object({
   BQI_SCHEMA: fields.BQI_SCHEMA,
   BQI_PREFIX: fields.BQI_PREFIX,
   BQI_AUDIT_QUEUE: fields.BQI_AUDIT_QUEUE,
+  BQI_PREPARED_STATEMENTS: fields.BQI_PREPARED_STATEMENTS,
   BQI_KEYRING: keyringSpec.optional(),
 });
 
@@ -228,6 +239,7 @@ export function loadConfig(env: Env = process.env): Config {
     auditConcurrency: e.BQI_AUDIT_CONCURRENCY,
     sweepEveryMs: e.BQI_SWEEP_EVERY_MS,
     shutdownTimeoutMs: e.BQI_SHUTDOWN_TIMEOUT_MS,
+    preparedStatements: e.BQI_PREPARED_STATEMENTS,
     logLevel: e.LOG_LEVEL,
     ...(e.BQI_KEYRING ? { keyring: e.BQI_KEYRING } : {}),
   };
@@ -243,6 +255,7 @@ export function loadCliConfig(env: Env = process.env): CliConfig {
     schema: e.BQI_SCHEMA,
     prefix: e.BQI_PREFIX,
     auditQueue: e.BQI_AUDIT_QUEUE,
+    preparedStatements: e.BQI_PREPARED_STATEMENTS,
     ...(e.DATABASE_URL ? { databaseUrl: e.DATABASE_URL } : {}),
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     ...(e.BQI_KEYRING ? { keyring: e.BQI_KEYRING } : {}),
