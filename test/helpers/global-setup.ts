@@ -8,12 +8,22 @@ declare module 'vitest' {
   }
 }
 
+/** One case opens 100 connections at once while other files run beside it. */
+const WANTED_CONNECTIONS = 300;
+
 /**
- * Uses DATABASE_URL / REDIS_URL when set (CI, a machine with the services running);
- * otherwise starts Postgres 16 and Redis 7 with testcontainers (a laptop with Docker).
+ * Uses DATABASE_URL / REDIS_URL when set (CI); otherwise Postgres and Redis on their default
+ * local ports when they answer, else containers started with testcontainers; else prints what is
+ * needed and exits 1 (see scripts/services.ts). Each test file then makes its own schema and prefix.
  */
 export default async function setup(project: TestProject) {
   const svc = await services();
+  if (svc.maxConnections !== undefined && svc.maxConnections < WANTED_CONNECTIONS) {
+    process.stderr.write(
+      `note: Postgres' max_connections is ${svc.maxConnections}; the concurrency tests want ${WANTED_CONNECTIONS} ` +
+        `(alter system set max_connections = ${WANTED_CONNECTIONS}, then restart Postgres)\n`,
+    );
+  }
   project.provide('databaseUrl', svc.databaseUrl);
   project.provide('redisUrl', svc.redisUrl);
   return () => svc.stop();
