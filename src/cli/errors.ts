@@ -9,7 +9,7 @@ export const EXIT = {
   failure: 1,
   /** Bad arguments or usage (commander's own usage errors too). */
   usage: 2,
-  /** Missing or invalid configuration (DATABASE_URL, REDIS_URL, BQI_*). */
+  /** Missing or invalid configuration (DATABASE_URL, REDIS_URL, BQI_*), or a schema not migrated. */
   config: 3,
   /** Postgres or Redis unreachable. */
   unreachable: 4,
@@ -35,6 +35,14 @@ export class CliError extends Error {
 }
 
 export const usageError = (message: string) => new CliError(EXIT.usage, message);
+
+/**
+ * Who runs queued work (backfill jobs, audit batches): the operations process. Named for package
+ * users and for checkouts alike.
+ */
+export const OPERATIONS_PROCESS =
+  'the operations process (`npm start` in a checkout of bullmq-idempotency; in an application, the process that runs ' +
+  'its `createBackfillWorker()` and `createAuditWriter()`)';
 export const notFound = (message: string) => new CliError(EXIT.notFound, message);
 
 /** Network-level failures after the start-up check: the service went away mid-command. */
@@ -51,7 +59,7 @@ const NETWORK_CODES = new Set([
   '57P03', // cannot_connect_now
 ]);
 
-/** Postgres: the library's tables or schema are missing. */
+/** Postgres: the library's tables or schema are missing (a configuration error: run `migrate`). */
 const NOT_MIGRATED_CODES = new Set(['42P01', '3F000']);
 
 /** Maps any error to the message to print and the exit code. */
@@ -87,7 +95,7 @@ export function describeFailure(err: unknown, schema: string): { exitCode: numbe
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && NOT_MIGRATED_CODES.has(code)) {
     return {
-      exitCode: EXIT.failure,
+      exitCode: EXIT.config,
       message: `${reasonOf(err)}: is schema ${schema} migrated? Run \`bullmq-idempotency migrate\` first`,
     };
   }

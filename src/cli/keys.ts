@@ -1,19 +1,42 @@
-import { boundedKey, MAX_BOUNDED_KEY_LENGTH, parseCanonicalKey } from '../keys/idempotency-key.js';
+import { InvalidIdempotencyKeyError } from '../errors/errors.js';
+import { boundedKey, parseCanonicalKey } from '../keys/idempotency-key.js';
 import { usageError } from './errors.js';
 
+/** The hashed bounded form: the canonical string's first 200 characters, `#`, a base64url SHA-256. */
+const HASHED_FORM = /^[\x21-\x7e]{200}#[A-Za-z0-9_-]{43}$/;
+
+const FORM = 'expected namespace:resourceKey:version with percent-encoded parts, as ctx.idempotencyKey shows it';
+
 /**
- * A key as operators paste it: the bounded key (the ledger's primary key, `ctx.idempotencyKey`).
- * A canonical key longer than the bounded form is bounded here, so either can be pasted.
+ * A key as operators paste it: the bounded key (the ledger's primary key, `ctx.idempotencyKey`),
+ * or a canonical key of any length (bounded here). Parts pasted with fewer escapes than the
+ * canonical form (`acme/assets.create`) are re-encoded to it. Anything that is no key's form is a
+ * usage error (exit 2), so a typo is told apart from a key that has no record (exit 5).
  */
 export function normalizeKey(text: string): string {
   const key = text.trim();
   if (key.length === 0) throw usageError('the key must not be empty');
-  if (key.length <= MAX_BOUNDED_KEY_LENGTH) return key;
+  if (key.includes('#')) {
+    if (HASHED_FORM.test(key)) return key;
+    throw malformed(key, `only a hashed bounded key has a '#' (200 characters, '#', 43 of a digest); ${FORM}`);
+  }
   try {
     return boundedKey(parseCanonicalKey(key));
   } catch (err) {
-    throw usageError(
-      `a key longer than ${MAX_BOUNDED_KEY_LENGTH} characters must be a canonical key (${(err as Error).message})`,
-    );
+    if (!(err instanceof InvalidIdempotencyKeyError)) throw err;
+    const why = err.details.issues.map((i) => (i.path ? `${i.path} ${i.message}` : FORM)).join('; ');
+    throw malformed(key, why);
   }
+}
+
+function malformed(key: string, why: string) {
+  const jobHint = key.startsWith('idem_')
+    ? ' (this looks like a BullMQ job id: `inspect --job <queue> <id>` reads the key its job carries)'
+    : '';
+  return usageError(`malformed key ${preview(key)}: ${why}${jobHint}`);
+}
+
+/** The pasted text, cut: a long paste is not echoed whole. */
+function preview(text: string): string {
+  return JSON.stringify(text.length <= 80 ? text : `${text.slice(0, 80)}…`);
 }

@@ -7,6 +7,20 @@
 import { describeFailure, EXIT } from './errors.js';
 import { buildProgram } from './program.js';
 
+/**
+ * A reader that stops early (`| head`) closes the pipe: writes then fail with EPIPE, which Node
+ * emits as an `error` event that would crash the process. The rest of the output is dropped
+ * instead, and the command ends as it would have (its exit code unchanged).
+ */
+function dropOutputOnClosedPipe(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EPIPE' || err.code === 'ERR_STREAM_DESTROYED') return;
+      process.exitCode = 1;
+    });
+  }
+}
+
 /** Parses and runs one command; returns the exit code (never throws). */
 export async function run(argv: string[] = process.argv): Promise<number> {
   const program = buildProgram();
@@ -20,6 +34,7 @@ export async function run(argv: string[] = process.argv): Promise<number> {
   }
 }
 
+dropOutputOnClosedPipe();
 const code = await run();
 process.exitCode = code;
 // Whatever a library left running (a reconnect timer...) must not keep a finished command alive.

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { defaultActor, MAX_ACTOR_LENGTH } from './actor.js';
 import type { BackfillCommandOptions } from './commands/backfill.js';
-import type { InspectCommandOptions, ResolveCommandOptions } from './commands/ledger.js';
+import type { InspectCommandOptions, InvalidateCommandOptions, ResolveCommandOptions } from './commands/ledger.js';
+import type { ListCommandOptions } from './commands/list.js';
 import type { CliContext, Output } from './context.js';
 
 // Command modules are imported when their command runs: `--help` and usage errors never load
@@ -30,6 +31,21 @@ function parsePositiveIntArg(text: string): number {
   }
   return n;
 }
+
+const DURATION_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+
+function parseDurationArg(text: string): number {
+  const m = /^(\d+)(ms|s|m|h)?$/.exec(text.trim());
+  const ms = m ? Number(m[1]) * DURATION_MS[(m[2] ?? 'ms') as keyof typeof DURATION_MS] : Number.NaN;
+  if (!Number.isSafeInteger(ms) || ms < 1) {
+    throw new InvalidArgumentError("expected milliseconds or a duration such as '30s', '5m', '1h'.");
+  }
+  return ms;
+}
+
+const LIST_STATUSES = ['unknown', 'locked', 'failed'];
+/** Mirrors DEFAULT_LIST_LIMIT of commands/list.ts (not imported: help loads no command module). */
+const LIST_LIMIT = 50;
 
 function parseReasonArg(text: string): string {
   if (text.trim().length === 0) throw new InvalidArgumentError('the reason must not be empty.');
@@ -66,7 +82,7 @@ const REASON_HELP = 'why (kept in the audit event; scanned by the redaction poli
 const ROOT_HELP = `
 Environment:
   DATABASE_URL     Postgres of the ledger and the audit trail (postgres://...)
-  REDIS_URL        Redis of the queues (redis://...): inspect --job and backfill only
+  REDIS_URL        Redis of the queues (redis://...): inspect --job, invalidate --rerun and backfill only
   BQI_SCHEMA       schema of the library's tables (default public)
   BQI_PREFIX       BullMQ prefix (default bull)
   BQI_AUDIT_QUEUE  audit queue (default bullmq-idempotency-audit)
@@ -74,7 +90,8 @@ Environment:
                    inspect --decrypt and resolve --committed only (never printed)
 
 Exit codes:
-  0 ok · 1 other failure · 2 bad arguments · 3 missing or bad configuration
+  0 ok · 1 other failure · 2 bad arguments (a malformed key too)
+  3 missing or bad configuration, or a schema not migrated
   4 Postgres or Redis unreachable · 5 not found · 6 illegal transition · 130 interrupted`;
 
 /**
@@ -158,10 +175,46 @@ Examples:
     .argument('<key>', KEY_HELP, parseKeyArg)
     .requiredOption('--reason <text>', REASON_HELP, parseReasonArg)
     .option('--actor <id>', 'who acts, for the audit trail', parseActorArg, defaultActor())
+    .option('--rerun', "then retry the key's finished job, so the operation runs again now (needs REDIS_URL)")
+    .option('--queue <name>', "with --rerun: the job's queue, when the record names none")
     .option('--json', 'machine-readable output')
-    .action(async (key: string, opts: { reason: string; actor: string; json?: boolean }) => {
+    .addHelpText(
+      'after',
+      `
+Invalidating alone does not run anything: while the key's old job exists (completed or failed,
+kept by BullMQ), an enqueue of the same key is absorbed by its job id and nothing runs.
+--rerun retries that job after the invalidation (attempts reset), so it runs exactly once more;
+when the job is gone, the next enqueue of the key is added and runs.
+
+Examples:
+  $ bullmq-idempotency invalidate KEY --reason 'resend after refund' --rerun
+  $ bullmq-idempotency invalidate KEY --reason 'resend' --rerun --queue payments`,
+    )
+    .action(async (key: string, opts: InvalidateCommandOptions) => {
       const { invalidateCommand } = await import('./commands/ledger.js');
       await withContext((ctx) => invalidateCommand(ctx, key, opts));
+    });
+
+  program
+    .command('list')
+    .description('the keys in a status (unknown: waiting for an operator), in key order; never results or error text')
+    .addOption(new Option('--status <status>', 'which records').choices(LIST_STATUSES).makeOptionMandatory())
+    .option('--operation <name>', "only this operation's records (its defineOperation name)")
+    .option('--limit <n>', 'rows at most', parsePositiveIntArg, LIST_LIMIT)
+    .option('--after <key>', 'the next page: keys after this one (the last key shown)')
+    .option('--json', 'machine-readable output')
+    .addHelpText(
+      'after',
+      `
+Each row: key, status, epoch, operation, queue/job, last update, error code.
+
+Examples:
+  $ bullmq-idempotency list --status unknown
+  $ bullmq-idempotency list --status failed --operation payments.charge --limit 20 --json`,
+    )
+    .action(async (opts: ListCommandOptions) => {
+      const { listCommand } = await import('./commands/list.js');
+      await withContext((ctx) => listCommand(ctx, opts));
     });
 
   program
@@ -208,6 +261,11 @@ Examples:
     .option('--since <iso>', 'start again from this time (resets the checkpoint)', parseDateArg)
     .option('--name <checkpoint>', 'checkpoint name: independent backfills keep independent checkpoints', 'default')
     .option('--wait', 'follow the job: live progress (rows, events, rate, ETA) until it completes')
+    .option(
+      '--timeout <duration>',
+      'with --wait: give up (exit 1) when the job has not started, or not moved, for this long: ms, or 30s, 5m, 1h (default 5m)',
+      parseDurationArg,
+    )
     .option('--inline', 'run the backfill in this process instead of on a worker (Ctrl-C stops it, resumable)')
     .option('--page-size <n>', 'ledger rows per page (--inline)', parsePositiveIntArg)
     .option('--max-rows-per-second <n>', 'rate limit (--inline)', parsePositiveIntArg)

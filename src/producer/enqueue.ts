@@ -1,4 +1,4 @@
-import type { JobsOptions, Queue } from 'bullmq';
+import type { JobState, JobsOptions, Queue } from 'bullmq';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import { sha256 } from '../fingerprint/sha256.js';
 import { boundedKey, type IdempotencyKey } from '../keys/idempotency-key.js';
@@ -21,14 +21,33 @@ export type EnqueueOptions = {
   keyring?: Keyring;
 };
 
-export type EnqueueResult = { jobId: string; key: IdempotencyKey; idempotencyKey: string };
+/**
+ * The state of the job that absorbed an add: a BullMQ state, or `unknown` when the job was gone
+ * by the time it was read back (it finished and was removed in between).
+ */
+export type AbsorbedState = JobState | 'unknown';
+
+export type EnqueueResult = {
+  jobId: string;
+  key: IdempotencyKey;
+  idempotencyKey: string;
+  /**
+   * True when this add created the job. False when BullMQ absorbed it because a job with the
+   * same id (the same key) still exists: nothing new runs. After `invalidate`, re-run that job
+   * with {@link rerun} instead.
+   */
+  added: boolean;
+  /** With `added: false`, the state of the job that absorbed the add (e.g. `completed`). */
+  state?: AbsorbedState;
+};
 
 /**
- * The BullMQ job id of a key: `idem_` and the base64url SHA-256 of the bounded key. Stable,
+ * The BullMQ job id of a key (its parts, or its bounded form as `ctx.idempotencyKey` and the
+ * ledger show it): `idem_` and the base64url SHA-256 of the bounded key. Stable,
  * never all digits and free of `:`, so duplicate adds are absorbed while the job is kept.
  */
-export function jobIdFor(key: IdempotencyKey): string {
-  return `idem_${sha256(boundedKey(key), 'base64url')}`;
+export function jobIdFor(key: IdempotencyKey | string): string {
+  return `idem_${sha256(typeof key === 'string' ? key : boundedKey(key), 'base64url')}`;
 }
 
 function prepare<I>(op: Operation, queue: Queue, input: I, options: EnqueueOptions = {}) {
@@ -49,6 +68,31 @@ function prepare<I>(op: Operation, queue: Queue, input: I, options: EnqueueOptio
   return { key, jobId, envelope, opts: { ...options.jobOptions, jobId } };
 }
 
+/**
+ * Whether an add created its job. BullMQ 6.7 answers a duplicate id with the id alone (`add`
+ * returns a fresh `Job` holding the caller's data), so the stored job is read back: it is this
+ * add's when its creation time is the one this add stamped. Two producers adding one key in the
+ * same millisecond may both read `added: true`; nothing runs twice either way.
+ */
+async function outcome(
+  queue: Queue,
+  jobId: string,
+  stampedAt: number,
+): Promise<Pick<EnqueueResult, 'added' | 'state'>> {
+  const stored = await queue.getJob(jobId);
+  if (!stored) return { added: false, state: 'unknown' };
+  if (stored.timestamp === stampedAt) return { added: true };
+  return { added: false, state: await stored.getState() };
+}
+
+/**
+ * Enqueues one intended operation under the job id of its key. A repeat while the job exists is
+ * absorbed (`added: false`, with the existing job's `state`).
+ *
+ * @example
+ * const r = await chargeOrder.enqueue(queue, { orderId: 'o-42', amount: 1200 });
+ * if (!r.added) console.log(`already enqueued: job ${r.jobId} is ${r.state}`);
+ */
 export async function enqueue<I>(
   op: Operation,
   queue: Queue,
@@ -56,16 +100,24 @@ export async function enqueue<I>(
   options?: EnqueueOptions,
 ): Promise<EnqueueResult> {
   const p = prepare(op, queue, input, options);
-  await queue.add(op.name, p.envelope, p.opts);
-  return { jobId: p.jobId, key: p.key, idempotencyKey: boundedKey(p.key) };
+  const job = await queue.add(op.name, p.envelope, p.opts);
+  const o = await outcome(queue, p.jobId, job.timestamp);
+  return { jobId: p.jobId, key: p.key, idempotencyKey: boundedKey(p.key), ...o };
 }
 
+/** {@link enqueue} for many operations in one atomic `addBulk`; one result per item, in order. */
 export async function enqueueBulk<I>(
   op: Operation,
   queue: Queue,
   items: { input: I; options?: EnqueueOptions }[],
 ): Promise<EnqueueResult[]> {
   const prepared = items.map((it) => prepare(op, queue, it.input, it.options));
-  await queue.addBulk(prepared.map((p) => ({ name: op.name, data: p.envelope, opts: p.opts })));
-  return prepared.map((p) => ({ jobId: p.jobId, key: p.key, idempotencyKey: boundedKey(p.key) }));
+  const jobs = await queue.addBulk(prepared.map((p) => ({ name: op.name, data: p.envelope, opts: p.opts })));
+  const outcomes = await Promise.all(prepared.map((p, i) => outcome(queue, p.jobId, jobs[i]?.timestamp ?? -1)));
+  return prepared.map((p, i) => ({
+    jobId: p.jobId,
+    key: p.key,
+    idempotencyKey: boundedKey(p.key),
+    ...(outcomes[i] ?? { added: false, state: 'unknown' as const }),
+  }));
 }

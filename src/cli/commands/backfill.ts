@@ -2,13 +2,15 @@ import type { Queue } from 'bullmq';
 import type pg from 'pg';
 import { type BackfillProgress, DEFAULT_BACKFILL_QUEUE, runBackfill } from '../../../jobs/audit-backfill.js';
 import type { CliContext, Output } from '../context.js';
-import { CliError, EXIT, usageError } from '../errors.js';
+import { CliError, EXIT, OPERATIONS_PROCESS, usageError } from '../errors.js';
 import { formatDuration, toJson } from '../format.js';
 
 export type BackfillCommandOptions = {
   since?: Date;
   name: string;
   wait?: boolean;
+  /** With `wait`: how long the job may go without starting or without progress, in milliseconds. */
+  timeout?: number;
   inline?: boolean;
   pageSize?: number;
   maxRowsPerSecond?: number;
@@ -104,6 +106,7 @@ function onSigint(): { readonly interrupted: boolean; signal: AbortSignal; dispo
 }
 
 export async function backfillCommand(ctx: CliContext, opts: BackfillCommandOptions): Promise<void> {
+  if (opts.timeout !== undefined && !opts.wait) throw usageError('--timeout goes with --wait only');
   if (!opts.inline && (opts.pageSize !== undefined || opts.maxRowsPerSecond !== undefined)) {
     throw usageError('--page-size and --max-rows-per-second apply to --inline only (the worker uses its own settings)');
   }
@@ -149,14 +152,14 @@ export async function backfillCommand(ctx: CliContext, opts: BackfillCommandOpti
       else
         ctx.io.out(
           `enqueued backfill job ${jobId} on queue ${DEFAULT_BACKFILL_QUEUE} (checkpoint ${opts.name}, about ${p.total} ledger rows ahead); ` +
-            'the worker process (npm start) runs it: follow it with --wait',
+            `${OPERATIONS_PROCESS} runs it: follow it with --wait`,
         );
       return;
     }
     ctx.io.err(
       `enqueued backfill job ${jobId} on queue ${DEFAULT_BACKFILL_QUEUE}; waiting for it (Ctrl-C stops waiting)`,
     );
-    const final = await follow(ctx, queue, jobId, line, sigint);
+    const final = await follow(ctx, queue, jobId, line, sigint, opts.timeout ?? DEFAULT_WAIT_TIMEOUT_MS);
     line.update(final);
     line.end();
     report(ctx, opts, line.run(final), ctx.config.auditQueue, jobId);
@@ -169,15 +172,26 @@ export async function backfillCommand(ctx: CliContext, opts: BackfillCommandOpti
 const WAITING = new Set(['waiting', 'prioritized', 'delayed', 'waiting-children']);
 const NO_WORKER_HINT_MS = 5_000;
 
+/** How long `backfill --wait` waits for the job to start, or for its next progress, before it gives up. */
+export const DEFAULT_WAIT_TIMEOUT_MS = 5 * 60_000;
+
+/**
+ * Follows the job until it completes. Gives up (exit 1) when it has not started, or has not
+ * moved, for `timeoutMs`: nothing is processing it. The job stays queued and runs when a worker
+ * takes it (a backfill is safe to run any time).
+ */
 async function follow(
   ctx: CliContext,
   queue: Queue,
   jobId: string,
   line: ProgressLine,
   sigint: { readonly interrupted: boolean },
+  timeoutMs: number,
 ): Promise<BackfillProgress> {
   const since = Date.now();
   let hinted = false;
+  let lastMove = since;
+  let lastSeen = '';
   for (;;) {
     if (sigint.interrupted) {
       throw new CliError(EXIT.interrupted, `stopped waiting; backfill job ${jobId} keeps running on the worker`);
@@ -190,13 +204,28 @@ async function follow(
       line.end();
       throw new CliError(EXIT.failure, `backfill job ${jobId} failed: ${job.failedReason}`);
     }
+    const seen = `${state} ${JSON.stringify(job.progress)}`;
+    if (seen !== lastSeen) {
+      lastSeen = seen;
+      lastMove = Date.now();
+    }
+    if (Date.now() - lastMove > timeoutMs) {
+      line.end();
+      throw new CliError(
+        EXIT.failure,
+        `gave up after ${formatDuration(timeoutMs)} (--timeout): backfill job ${jobId} is ${state} and ` +
+          `${WAITING.has(state) ? 'nothing has started it' : 'has made no progress'}. Is ${OPERATIONS_PROCESS} running ` +
+          `with prefix ${ctx.config.prefix}? The job stays queued and runs when it is; \`backfill --inline\` runs ` +
+          'the backfill in this process instead',
+      );
+    }
     if (typeof job.progress === 'object' && job.progress !== null) line.update(job.progress as BackfillProgress);
     else if (!hinted && WAITING.has(state) && Date.now() - since > NO_WORKER_HINT_MS) {
       hinted = true;
       line.end();
       ctx.io.err(
-        `job ${jobId} is still ${state}: is a worker process (npm start) running with prefix ${ctx.config.prefix}? ` +
-          '`backfill --inline` runs the backfill in this process instead',
+        `job ${jobId} is still ${state}: is ${OPERATIONS_PROCESS} running with prefix ${ctx.config.prefix}? ` +
+          `\`backfill --inline\` runs the backfill in this process instead (gives up after ${formatDuration(timeoutMs)}, --timeout)`,
       );
     }
     await new Promise((r) => setTimeout(r, 250));
@@ -216,6 +245,7 @@ function report(
   }
   ctx.io.out(
     `backfill done: ${run.rowsScanned} ledger rows scanned, ${run.eventsEnqueued} audit events enqueued on queue ${auditQueue}, ` +
-      `${run.outboxBatchesDrained} outbox batches drained; the audit writer (npm start) stores them, existing events are not written twice`,
+      `${run.outboxBatchesDrained} outbox batches drained; the audit writer of ${OPERATIONS_PROCESS} stores them, ` +
+      'existing events are not written twice',
   );
 }

@@ -139,16 +139,29 @@ async function openAudited(ctx: CliContext, record: LedgerRecord, keyring: Keyri
   return { ...opening, auditEventId: event.eventId };
 }
 
+export type InvalidateCommandOptions = {
+  reason: string;
+  actor: string;
+  json?: boolean;
+  /** Retry the key's finished BullMQ job after the invalidation, so the operation runs again now. */
+  rerun?: boolean;
+  /** With `rerun`: the job's queue, when the record names none. */
+  queue?: string;
+};
+
 export async function invalidateCommand(
   ctx: CliContext,
   keyArg: string,
-  opts: { reason: string; actor: string; json?: boolean },
+  opts: InvalidateCommandOptions,
 ): Promise<void> {
+  if (opts.queue !== undefined && !opts.rerun) throw usageError('--queue goes with --rerun only');
   const key = normalizeKey(keyArg);
-  ctx.require('DATABASE_URL');
+  ctx.require(...(opts.rerun ? (['DATABASE_URL', 'REDIS_URL'] as const) : (['DATABASE_URL'] as const)));
   const { assertAuditable, operatorEvent } = await import('../operator-audit.js');
   const ledger = await ctx.ledger();
   const record = await getRecord(ctx, key);
+  // Everything the re-run needs is checked and connected before the ledger changes.
+  const target = opts.rerun ? await rerunTarget(ctx, record, opts.queue) : undefined;
   const action: Omit<OperatorAction, 'receipt'> = {
     type: 'invalidated',
     record,
@@ -161,6 +174,7 @@ export async function invalidateCommand(
   const receipt = await ledger.invalidate(key);
   const event = operatorEvent({ ...action, receipt, details: { previousStatus: receipt.previousStatus } });
   const eventId = await writeOperatorEvent(ctx, event, `${key} was invalidated`);
+  const rerun = target ? await rerunJob(key, target) : undefined;
   if (opts.json) {
     ctx.io.out(
       toJson({
@@ -169,13 +183,56 @@ export async function invalidateCommand(
         epoch: receipt.epoch,
         at: receipt.at,
         auditEventId: eventId,
+        ...(rerun ? { rerun: { queue: target?.queue.name, ...rerun } } : {}),
       }),
     );
-  } else {
+    return;
+  }
+  ctx.io.out(
+    `invalidated ${key}: was ${receipt.previousStatus} (epoch ${record.epoch}), now invalidated at epoch ${receipt.epoch}; ` +
+      'the next claim executes again',
+  );
+  if (target && rerun) ctx.io.out(describeRerun(target.queue.name, rerun));
+  else if (record.jobId) {
     ctx.io.out(
-      `invalidated ${key}: was ${receipt.previousStatus} (epoch ${record.epoch}), now invalidated at epoch ${receipt.epoch}; ` +
-        `the next claim executes again\naudit event ${eventId} (actor ${actorLabel(opts.actor)})`,
+      `its job ${record.jobId} is not re-run by this: while it exists, an enqueue of the same key is absorbed. ` +
+        `\`invalidate ${key} --rerun --reason …\` retries it`,
     );
+  }
+  ctx.io.out(`audit event ${eventId} (actor ${actorLabel(opts.actor)})`);
+}
+
+/** The queue and job a re-run retries: the record's, or `--queue` and the job id of the key. */
+async function rerunTarget(ctx: CliContext, record: LedgerRecord, queueOption: string | undefined) {
+  const name = queueOption ?? record.queue;
+  if (!name) {
+    throw usageError(`the record of ${record.key} names no queue (it was claimed outside BullMQ): give --queue <name>`);
+  }
+  const { jobIdFor } = await import('../../producer/enqueue.js');
+  return { queue: await ctx.queue(name), jobId: record.jobId ?? jobIdFor(record.key) };
+}
+
+async function rerunJob(key: string, target: Awaited<ReturnType<typeof rerunTarget>>) {
+  const { rerun } = await import('../../producer/rerun.js');
+  try {
+    return await rerun(target.queue, key, { jobId: target.jobId });
+  } catch (err) {
+    throw new CliError(
+      EXIT.failure,
+      `${key} was invalidated, but its job ${target.jobId} in queue ${target.queue.name} could not be retried ` +
+        `(${(err as Error).message}); run \`invalidate ${key} --rerun\` again, or retry the job from your dashboard`,
+    );
+  }
+}
+
+function describeRerun(queue: string, r: Awaited<ReturnType<typeof rerunJob>>): string {
+  switch (r.kind) {
+    case 'retried':
+      return `re-run: job ${r.jobId} in queue ${queue} was ${r.from}, now waiting again (attempts reset); a worker runs the operation once more`;
+    case 'pending':
+      return `job ${r.jobId} in queue ${queue} is ${r.state}, not finished: nothing to retry; it claims the key when it is processed`;
+    case 'gone':
+      return `job ${r.jobId} is no longer in queue ${queue}: enqueue the operation again (the next enqueue() of this key is added and runs)`;
   }
 }
 

@@ -100,7 +100,7 @@ export function renderStats(st: Stats): string {
       }; ${L.expiredLeases} expired lease${L.expiredLeases === 1 ? '' : 's'}`;
     }
     if (status === 'unknown' && L.unknown > 0) {
-      note = `  oldest ${ago(L.oldestUnknownAt, now)}; needs an operator: inspect, then resolve`;
+      note = `  oldest ${ago(L.oldestUnknownAt, now)}; needs an operator: \`list --status unknown\` names them, then inspect and resolve`;
     }
     lines.push(`  ${status.padEnd(12)} ${String(L.byStatus[status]).padStart(10)}${note}`);
   }
