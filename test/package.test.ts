@@ -1,0 +1,141 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import packageJson from '../package.json' with { type: 'json' };
+import { boundedKey } from '../src/keys/idempotency-key.js';
+import { CJS_CONSUMER, CONSUMER_PACKAGE_JSON, CONSUMER_TSCONFIG, ESM_CONSUMER } from './helpers/package-consumer.js';
+import { childEnv, ROOT } from './helpers/spawn.js';
+
+const exec = promisify(execFile);
+const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const INSTALL_TIMEOUT_MS = 5 * 60_000;
+
+/**
+ * The peers at the versions this repository tests with, except ioredis: its newest major, which
+ * BullMQ accepts and the peer range must accept too (an install must not end in ERESOLVE).
+ */
+const dev = packageJson.devDependencies;
+const PEERS = [
+  `bullmq@${dev.bullmq}`,
+  'ioredis@6.0.0',
+  `kysely@${dev.kysely}`,
+  `pg@${dev.pg}`,
+  `zod@${dev.zod}`,
+  `@types/pg@${dev['@types/pg']}`,
+  `@types/node@${dev['@types/node']}`,
+  `typescript@${dev.typescript}`,
+];
+
+/** The environment of a child npm: none of the outer `npm test`'s prefix or package variables. */
+function npmEnv(vars: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env = childEnv(vars);
+  for (const k of Object.keys(env)) {
+    if (/^npm_/i.test(k) && !/^npm_config_(cache|registry|userconfig)$/i.test(k)) delete env[k];
+  }
+  return env;
+}
+
+async function run(cmd: string, args: string[], cwd: string, env = npmEnv()) {
+  try {
+    const { stdout, stderr } = await exec(cmd, args, { cwd, env, timeout: INSTALL_TIMEOUT_MS, maxBuffer: 64 << 20 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? String(err) };
+  }
+}
+
+describe('the packed package, installed into a fresh application', { timeout: INSTALL_TIMEOUT_MS }, () => {
+  let tmp = '';
+  let app = '';
+  let packed: { filename: string; files: { path: string }[] };
+  let install: Awaited<ReturnType<typeof run>>;
+
+  beforeAll(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'bqi-package-'));
+    app = join(tmp, 'app');
+    const pack = await run(NPM, ['pack', '--json', '--pack-destination', tmp], ROOT);
+    expect(pack.code, pack.stdout + pack.stderr).toBe(0);
+    packed = (JSON.parse(pack.stdout) as (typeof packed)[])[0]!;
+
+    await run('mkdir', [app], tmp);
+    await writeFile(join(app, 'package.json'), CONSUMER_PACKAGE_JSON);
+    await writeFile(join(app, 'tsconfig.json'), CONSUMER_TSCONFIG);
+    await writeFile(join(app, 'consumer.ts'), ESM_CONSUMER);
+    await writeFile(join(app, 'consumer.cjs'), CJS_CONSUMER);
+    install = await run(
+      NPM,
+      ['install', '--no-audit', '--no-fund', '--prefer-offline', join(tmp, packed.filename), ...PEERS],
+      app,
+    );
+  }, INSTALL_TIMEOUT_MS);
+
+  afterAll(async () => {
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  it('ships the build, the README and the LICENSE; no sources, maps or tests', () => {
+    const files = packed.files.map((f) => f.path);
+
+    for (const f of [
+      packageJson.main,
+      packageJson.types,
+      packageJson.bin['bullmq-idempotency'],
+      ...Object.values(packageJson.exports).flatMap((e) => (typeof e === 'string' ? [e] : Object.values(e))),
+    ]) {
+      expect(files).toContain(f.replace(/^\.\//, ''));
+    }
+    expect(files).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json']));
+    expect(files.filter((f) => f.endsWith('.map'))).toEqual([]);
+    expect(
+      files.filter((f) => !f.startsWith('dist/') && !['LICENSE', 'README.md', 'package.json'].includes(f)),
+    ).toEqual([]);
+  });
+
+  it('installs beside its peers (ioredis 6 included) without a conflict', async () => {
+    expect(install.code, install.stderr).toBe(0);
+    expect(install.stderr).not.toMatch(/ERESOLVE|peer dep/i);
+    const ls = await run(NPM, ['ls', '--all'], app);
+    expect(ls.code, ls.stdout + ls.stderr).toBe(0);
+  });
+
+  it('type-checks an ESM consumer under strict, exactOptionalPropertyTypes and noUncheckedIndexedAccess', async () => {
+    const tsc = await run(process.execPath, [join(app, 'node_modules/typescript/bin/tsc'), '-p', '.'], app);
+    expect(tsc.code, tsc.stdout + tsc.stderr).toBe(0);
+  });
+
+  it('runs the ESM consumer: migrate, claim, complete, replay, unseal, drop its schema', async () => {
+    const databaseUrl = inject('databaseUrl');
+    const schema = `bqi_package_${Date.now().toString(36)}`;
+
+    const consumer = await run(process.execPath, ['consumer.js', schema], app, npmEnv({ DATABASE_URL: databaseUrl }));
+
+    expect(consumer.code, consumer.stderr).toBe(0);
+    expect(consumer.stdout.trim()).toBe('ok completed epoch 1 ch_1');
+    const admin = new pg.Client({ connectionString: databaseUrl });
+    await admin.connect();
+    const left = await admin.query('select 1 from pg_namespace where nspname = $1', [schema]);
+    await admin.end();
+    expect(left.rowCount).toBe(0);
+  });
+
+  it('is require()d by a CommonJS consumer', async () => {
+    const consumer = await run(process.execPath, ['consumer.cjs'], app);
+
+    expect(consumer.code, consumer.stderr).toBe(0);
+    expect(consumer.stderr).toBe('');
+    const key = boundedKey({ namespace: 'acme/payments.charge', resourceKey: 'order:42', version: 'v1' });
+    expect(consumer.stdout.split('\n')).toEqual([key, 'function', '']);
+  });
+
+  it('installs its command', async () => {
+    const cli = await run(join(app, 'node_modules/.bin/bullmq-idempotency'), ['--version'], app);
+
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(cli.stdout.trim()).toBe(packageJson.version);
+  });
+});
