@@ -85,6 +85,9 @@ describe('bullmq-idempotency CLI', () => {
       noDb,
       badDb,
       deadDb,
+      malformed,
+      malformedHash,
+      notMigrated,
     ] = await Promise.all([
       cli(['migrate']),
       cli(['bogus']),
@@ -98,6 +101,9 @@ describe('bullmq-idempotency CLI', () => {
       cli(['stats'], { DATABASE_URL: undefined }),
       cli(['stats'], { DATABASE_URL: 'mysql://localhost/x' }),
       cli(['stats'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' }),
+      cli(['inspect', 'not-a-key']),
+      cli(['invalidate', 'a:b#c', '--reason', 'x']),
+      cli(['list', '--status', 'unknown'], { BQI_SCHEMA: `${t.schema}_none` }),
     ]);
     expect(migrated.code, migrated.stderr).toBe(0);
     expect(migrated.stdout).toMatch(/^applied 0001-ledger, 0002-audit, 0003-audit-time-key(, [\w-]+)* in schema /);
@@ -120,7 +126,7 @@ describe('bullmq-idempotency CLI', () => {
     expect(noReason.stderr).toContain("required option '--reason <text>' not specified");
 
     expect(help.code).toBe(0);
-    for (const c of ['migrate', 'inspect', 'invalidate', 'resolve', 'timeline', 'backfill', 'sweep', 'stats']) {
+    for (const c of ['migrate', 'inspect', 'invalidate', 'list', 'resolve', 'timeline', 'backfill', 'sweep', 'stats']) {
       expect(help.stdout).toContain(c);
     }
     expect(help.stdout).toContain('Exit codes');
@@ -138,6 +144,11 @@ describe('bullmq-idempotency CLI', () => {
     expect(badDb.stderr).toContain('BQI_CONFIG: DATABASE_URL must be a postgres:// URL');
     expect(deadDb.code).toBe(4);
     expect(deadDb.stderr).toContain('cannot reach Postgres at postgres://postgres@127.0.0.1:1/test');
+    expect(malformed.code).toBe(2);
+    expect(malformed.stderr).toContain('malformed key "not-a-key": expected namespace:resourceKey:version');
+    expect(malformedHash.code).toBe(2);
+    expect(notMigrated.code).toBe(3);
+    expect(notMigrated.stderr).toContain('migrated? Run `bullmq-idempotency migrate` first');
   });
 
   it('inspect shows a record (human, --json, --job); an unknown key exits 5', async () => {
