@@ -82,7 +82,8 @@ export {
   retryWindowMs,
   type WorkerTiming,
 } from './operation/retry-window.js';
-export { type EnqueueOptions, type EnqueueResult, jobIdFor } from './producer/enqueue.js';
+export { type AbsorbedState, type EnqueueOptions, type EnqueueResult, jobIdFor } from './producer/enqueue.js';
+export { type RerunOptions, type RerunOutcome, rerun } from './producer/rerun.js';
 export {
   type CustomScannerInput,
   DEFAULT_REDACTION_POLICY,
