@@ -2,6 +2,7 @@ import type { Migration } from 'kysely';
 import { ledgerMigration } from './0001-ledger.js';
 import { auditMigration } from './0002-audit.js';
 import { auditTimeKeyMigration } from './0003-audit-time-key.js';
+import { auditEventIdUniqueMigration } from './0004-audit-event-id-unique.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -9,5 +10,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0001-ledger': ledgerMigration(schema),
     '0002-audit': auditMigration(schema),
     '0003-audit-time-key': auditTimeKeyMigration(schema),
+    '0004-audit-event-id-unique': auditEventIdUniqueMigration(schema),
   };
 }

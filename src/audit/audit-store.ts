@@ -117,7 +117,15 @@ export class AuditStore {
         continue;
       }
       asIs = false; // zod's output may differ from its input (a dropped __proto__ key)
-      const parsed = auditEventSchema.safeParse(e);
+      // Normalised before it is judged: a field past its bound or of the wrong type (a job id of
+      // 300 characters, `attemptsMade: 1.5`, a code too long) is made to fit, with a receipt,
+      // rather than refused. Only what cannot be made to fit is dead-lettered.
+      const fitted = isRecord(e) ? this.structure(e as AuditEvent) : e;
+      if (isAuditEvent(fitted)) {
+        valid.push(fitted);
+        continue;
+      }
+      const parsed = auditEventSchema.safeParse(fitted);
       if (parsed.success) valid.push(this.structure(parsed.data));
       else invalid.push({ event: e, reason: invalidEventReason(parsed.error) });
     }
@@ -245,6 +253,8 @@ function isDataError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' && (code.startsWith('22') || (code.startsWith('23') && code !== '23505'));
 }
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function safeJson(v: unknown): unknown {
   try {

@@ -12,11 +12,13 @@ export type UndecodableCause = 'not_a_batch' | 'not_inflatable' | 'not_json' | '
  *   paths (a path segment that is not a field of the schema is written `*`).
  * - `AUDIT_EVENT_REFUSED`: the event is valid, Postgres would not store it; its SQLSTATE.
  * - `AUDIT_BATCH_UNDECODABLE`: the audit job cannot be read as a batch of events.
+ * - `AUDIT_EVENT_TOO_LARGE`: the event's JSON is over the emitter's bound; refused alone at emit.
  */
 export type DeadLetterReason =
   | { code: 'AUDIT_EVENT_INVALID'; issues: { code: string; path: string }[]; more: number }
   | { code: 'AUDIT_EVENT_REFUSED'; sqlstate: string }
-  | { code: 'AUDIT_BATCH_UNDECODABLE'; cause: UndecodableCause };
+  | { code: 'AUDIT_BATCH_UNDECODABLE'; cause: UndecodableCause }
+  | { code: 'AUDIT_EVENT_TOO_LARGE'; bytes: number; limit: number };
 
 /** At most this many issues are listed; `more` counts the rest. */
 const MAX_ISSUES = 10;
@@ -57,7 +59,8 @@ export function refusedEventReason(err: unknown): DeadLetterReason {
 /**
  * The text stored in the dead-letter table: `CODE name=value…`, one line of codes, SQLSTATEs and
  * schema paths, e.g. `AUDIT_EVENT_INVALID issues=invalid_type@actorType,unrecognized_keys@$`,
- * `AUDIT_EVENT_REFUSED sqlstate=22P05`, `AUDIT_BATCH_UNDECODABLE cause=not_inflatable`.
+ * `AUDIT_EVENT_REFUSED sqlstate=22P05`, `AUDIT_BATCH_UNDECODABLE cause=not_inflatable`,
+ * `AUDIT_EVENT_TOO_LARGE bytes=73400320 limit=262144`.
  */
 export function formatReason(r: DeadLetterReason): string {
   switch (r.code) {
@@ -69,5 +72,7 @@ export function formatReason(r: DeadLetterReason): string {
       return `${r.code} sqlstate=${r.sqlstate}`;
     case 'AUDIT_BATCH_UNDECODABLE':
       return `${r.code} cause=${r.cause}`;
+    case 'AUDIT_EVENT_TOO_LARGE':
+      return `${r.code} bytes=${r.bytes} limit=${r.limit}`;
   }
 }

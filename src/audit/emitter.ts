@@ -4,12 +4,18 @@ import { ZodError } from 'zod';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { storable, storableText } from '../db/storable.js';
 import { errorLabel } from '../errors/clean-name.js';
-import type { AuditSink, Logger, WrapperEvent } from '../worker/types.js';
+import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
+import type { Logger, WrapperEvent } from '../worker/types.js';
 import type { AuditEvent } from './audit-event.js';
 import { auditBatchJob } from './batch-codec.js';
 import { parseAuditEvent } from './check-event.js';
-import { formatReason, invalidEventReason } from './dead-letter-reason.js';
+import { deadLetterEvent } from './dead-letter-event.js';
+import { type DeadLetterReason, formatReason, invalidEventReason } from './dead-letter-reason.js';
 import { auditEventFromWrapper } from './from-wrapper.js';
+import { AuditEventNotDurableError } from './not-durable-error.js';
+
+/** Largest audit event, as JSON bytes, the emitter sends: 256 KiB (a batch of 500 stays far below the writer's 64 MiB). */
+export const DEFAULT_MAX_EVENT_BYTES = 256 * 1024;
 
 /** Scrubs an event before it leaves the process (Redis is storage too). */
 export type AuditRedactor = (event: AuditEvent) => AuditEvent;
@@ -29,35 +35,72 @@ export type AuditEmitterOptions = {
   maxDelayMs?: number;
   /** Events held in memory (buffer + batches in flight) before emits spill straight to the outbox. @defaultValue 20000 */
   maxBuffered?: number;
+  /**
+   * An event whose JSON (after redaction) is larger is refused alone, never sent: its shape
+   * (fields, size; no details) is dead-lettered with `AUDIT_EVENT_TOO_LARGE`, and the rest of its
+   * batch goes on. @defaultValue {@link DEFAULT_MAX_EVENT_BYTES} (256 KiB)
+   */
+  maxEventBytes?: number;
+  /**
+   * Scrubs what the emitter dead-letters (an event `redact` left invalid). Pass the policy of
+   * `redact`, so that references in dead letters match the trail's. @defaultValue DEFAULT_REDACTION_POLICY
+   */
+  redactionPolicy?: RedactionPolicy;
   /** Actor id of system events. @defaultValue `hostname:pid` of the worker */
   actorId?: string;
   logger?: Logger;
 };
+
+/** Settles the promise of a durable record (`recordDurable`). */
+type Waiter = { resolve: () => void; reject: (err: Error) => void };
 
 export { AUDIT_JOB_NAME } from './batch-codec.js';
 
 /**
  * redact → validate → buffer → one BullMQ job per batch (bounded by size and time; the events are
  * deflated, see batch-codec). When Redis refuses a batch it goes to the Postgres outbox (drained
- * by the backfill). Nothing is dropped silently: an event that cannot be validated, or a batch
- * neither Redis nor Postgres takes, is counted in `metrics` and logged as an error. `close()`
- * flushes.
+ * by the backfill). Nothing is dropped silently: an event that cannot be validated, or one over
+ * `maxEventBytes`, is dead-lettered alone (its batch goes on); a batch neither Redis nor Postgres
+ * takes is counted in `metrics` and logged as an error. `close()` flushes.
+ *
+ * The wrapper's own transition events are fire-and-forget (`emit` returns nothing; the ledger
+ * holds each transition durably and the backfill derives it). A tool decision (`ctx.audit()`)
+ * has no other record: for it `emit` returns a promise that resolves once its batch is in Redis
+ * or in the outbox (`recordDurable`), about one `maxDelayMs` later.
  */
-export class AuditEmitter implements AuditSink {
-  readonly metrics = { emitted: 0, enqueued: 0, outboxed: 0, invalid: 0, dropped: 0, batches: 0 };
+export class AuditEmitter {
+  readonly metrics = {
+    emitted: 0,
+    enqueued: 0,
+    outboxed: 0,
+    invalid: 0,
+    tooLarge: 0,
+    deadLettered: 0,
+    dropped: 0,
+    batches: 0,
+  };
   private buffer: AuditEvent[] = [];
+  /** Waiters of the events in `buffer` (the buffer never holds more than one batch). */
+  private waiters: Waiter[] = [];
   private timer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Set<Promise<void>>();
   private held = 0;
   private closed = false;
   private readonly outboxTable: string;
+  private readonly deadLetterTable: string;
+  private readonly maxEventBytes: number;
+  private readonly policy: RedactionPolicy;
   private readonly maxBatch: number;
   private readonly maxDelayMs: number;
   private readonly maxBuffered: number;
   private readonly actorId: string;
 
   constructor(private readonly opts: AuditEmitterOptions) {
-    this.outboxTable = `${checkSchema(opts.schema ?? DEFAULT_SCHEMA)}.audit_outbox`;
+    const schema = checkSchema(opts.schema ?? DEFAULT_SCHEMA);
+    this.outboxTable = `${schema}.audit_outbox`;
+    this.deadLetterTable = `${schema}.audit_dead_letter`;
+    this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+    this.policy = opts.redactionPolicy ?? DEFAULT_REDACTION_POLICY;
     this.maxBatch = opts.maxBatch ?? 500;
     this.maxDelayMs = opts.maxDelayMs ?? 50;
     this.maxBuffered = opts.maxBuffered ?? 20_000;
@@ -72,13 +115,42 @@ export class AuditEmitter implements AuditSink {
     return this.held;
   }
 
-  /** Takes a wrapper event (the AuditSink contract). */
-  emit(event: WrapperEvent): void {
-    this.record(auditEventFromWrapper(event, this.actorId));
+  /**
+   * Takes a wrapper event (the AuditSink contract). A tool decision returns the promise of
+   * {@link recordDurable}; every other event is fire-and-forget.
+   */
+  emit(event: WrapperEvent): void | Promise<void> {
+    const e = auditEventFromWrapper(event, this.actorId);
+    if (event.type === 'decision') return this.recordDurable(e);
+    this.record(e);
   }
 
-  /** Takes a ready audit event (operator actions, sweeper summaries...). */
+  /** Takes a ready audit event (operator actions, sweeper summaries...), fire-and-forget. */
   record(event: AuditEvent): void {
+    this.accept(event, undefined);
+  }
+
+  /**
+   * Takes a ready audit event and resolves once it is durable: its batch accepted by Redis (the
+   * audit job added) or written to the Postgres outbox. Rejects with
+   * {@link AuditEventNotDurableError} when the event was refused (too large, invalid: then
+   * dead-lettered) or lost. The promise is handled already: a caller that does not await it
+   * causes no unhandled rejection.
+   *
+   * @example
+   * await emitter.recordDurable(event); // the event survives a crash of this process from here on
+   */
+  recordDurable(event: AuditEvent): Promise<void> {
+    let waiter: Waiter | undefined;
+    const p = new Promise<void>((resolve, reject) => {
+      waiter = { resolve, reject };
+    });
+    p.catch(() => {});
+    this.accept(event, waiter);
+    return p;
+  }
+
+  private accept(event: AuditEvent, waiter: Waiter | undefined): void {
     this.metrics.emitted++;
     let clean: AuditEvent;
     try {
@@ -86,24 +158,81 @@ export class AuditEmitter implements AuditSink {
     } catch (err) {
       this.metrics.invalid++;
       // Codes and schema paths only: zod's text, and the event's own fields, can quote data.
-      const reason = err instanceof ZodError ? formatReason(invalidEventReason(err)) : 'AUDIT_EVENT_INVALID';
-      this.opts.logger?.error({ reason }, 'audit event refused');
+      const reason: DeadLetterReason =
+        err instanceof ZodError ? invalidEventReason(err) : { code: 'AUDIT_EVENT_INVALID', issues: [], more: 0 };
+      this.opts.logger?.error({ reason: formatReason(reason) }, 'audit event refused');
+      this.refuse(event, reason, waiter, new AuditEventNotDurableError('AUDIT_EVENT_INVALID'));
       return;
     }
+    const bytes = this.oversized(clean);
+    if (bytes !== undefined) {
+      this.metrics.tooLarge++;
+      const reason = { code: 'AUDIT_EVENT_TOO_LARGE', bytes, limit: this.maxEventBytes } as const;
+      this.opts.logger?.error({ reason: formatReason(reason), eventId: clean.eventId }, 'audit event refused');
+      const { details: _d, redaction: _r, ...shape } = clean;
+      const err = new AuditEventNotDurableError('AUDIT_EVENT_TOO_LARGE', {
+        eventId: clean.eventId,
+        bytes,
+        limit: reason.limit,
+      });
+      this.refuse(shape, reason, waiter, err, { tooLarge: { bytes, limit: reason.limit } });
+      return;
+    }
+    const waiters = waiter ? [waiter] : [];
     if (this.closed) {
       this.held++;
-      this.send([clean]);
+      this.send([clean], waiters);
       return;
     }
     if (this.held >= this.maxBuffered) {
       // Back-pressure: memory stays bounded, the event goes to the outbox instead of the queue.
-      this.track(this.toOutbox([clean], 'emitter over capacity'));
+      this.track(this.toOutbox([clean], 'emitter over capacity').then((ok) => settle(waiters, ok)));
       return;
     }
     this.buffer.push(clean);
+    if (waiter) this.waiters.push(waiter);
     this.held++;
     if (this.buffer.length >= this.maxBatch) this.flushBuffer();
     else this.timer ??= setTimeout(() => this.flushBuffer(), this.maxDelayMs);
+  }
+
+  /** The event's JSON size in bytes when it is over `maxEventBytes`, else undefined. */
+  private oversized(e: AuditEvent): number | undefined {
+    // Every other field is a bounded string or a number: only details and the receipt can be large.
+    if (e.details === undefined && e.redaction === undefined) return undefined;
+    let text: string;
+    try {
+      text = JSON.stringify(e);
+    } catch {
+      return undefined; // not serialisable: the batch encoder's failure, handled there
+    }
+    if (text.length * 3 <= this.maxEventBytes) return undefined; // UTF-8 never takes more than 3 bytes per UTF-16 unit
+    const bytes = Buffer.byteLength(text);
+    return bytes > this.maxEventBytes ? bytes : undefined;
+  }
+
+  /** Dead-letters one refused event (scrubbed like the writer's dead letters; `facts` are the library's numbers) and rejects its waiter. */
+  private refuse(
+    event: unknown,
+    reason: DeadLetterReason,
+    waiter: Waiter | undefined,
+    err: Error,
+    facts: Record<string, unknown> = {},
+  ): void {
+    const p = (async () => {
+      try {
+        await this.opts.pool.query(`insert into ${this.deadLetterTable} (event, reason) values ($1::jsonb, $2)`, [
+          JSON.stringify(storable({ ...(deadLetterEvent(event, this.policy) as object), ...facts })),
+          formatReason(reason),
+        ]);
+        this.metrics.deadLettered++;
+      } catch (e) {
+        this.metrics.dropped++;
+        this.opts.logger?.error({ count: 1, err: errorLabel(e), reason: reason.code }, 'audit events lost');
+      }
+      waiter?.reject(err);
+    })();
+    this.track(p);
   }
 
   /** Sends what is buffered and waits for every batch in flight. */
@@ -121,23 +250,29 @@ export class AuditEmitter implements AuditSink {
   private flushBuffer(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    while (this.buffer.length > 0) this.send(this.buffer.splice(0, this.maxBatch));
+    const waiters = this.waiters;
+    this.waiters = [];
+    // The buffer holds one batch at most (it is flushed on reaching maxBatch): its waiters are the batch's.
+    while (this.buffer.length > 0) this.send(this.buffer.splice(0, this.maxBatch), waiters);
   }
 
-  private send(events: AuditEvent[]): void {
+  private send(events: AuditEvent[], waiters: Waiter[]): void {
     this.metrics.batches++;
     const p = auditBatchJob(events)
       .then((job) => this.opts.queue.add(job.name, job.data, job.opts))
       .then(
         () => {
           this.metrics.enqueued += events.length;
+          return true;
         },
         (err: Error) => this.toOutbox(events, `enqueue failed: ${errorLabel(err)}`),
-      );
+      )
+      .then((ok) => settle(waiters, ok));
     this.track(p, events.length);
   }
 
-  private async toOutbox(events: AuditEvent[], reason: string): Promise<void> {
+  /** True once the events are in the outbox; false when they are lost (counted and logged). */
+  private async toOutbox(events: AuditEvent[], reason: string): Promise<boolean> {
     try {
       // One NUL or lone surrogate in one event would lose the whole batch here: the outbox is the
       // last place these events can go, so they are made storable first.
@@ -146,9 +281,11 @@ export class AuditEmitter implements AuditSink {
         storableText(reason.slice(0, 500)),
       ]);
       this.metrics.outboxed += events.length;
+      return true;
     } catch (err) {
       this.metrics.dropped += events.length;
       this.opts.logger?.error({ count: events.length, err: errorLabel(err), reason }, 'audit events lost');
+      return false;
     }
   }
 
@@ -158,5 +295,15 @@ export class AuditEmitter implements AuditSink {
       this.inFlight.delete(p);
       this.held -= held;
     });
+  }
+}
+
+/** Resolves the waiters of a batch that became durable; rejects them when it was lost. */
+function settle(waiters: readonly Waiter[], durable: boolean): void {
+  if (waiters.length === 0) return;
+  if (durable) for (const w of waiters) w.resolve();
+  else {
+    const err = new AuditEventNotDurableError('AUDIT_EVENT_LOST');
+    for (const w of waiters) w.reject(err);
   }
 }

@@ -4,6 +4,7 @@ import { engineOf } from '../redaction/policy-engine.js';
 import { mergeReceipts, ReceiptBuilder, type RedactionReceipt } from '../redaction/receipt.js';
 import { redactDetails } from '../redaction/redact-details.js';
 import type { AuditEvent } from './audit-event.js';
+import { boundFields } from './bound-fields.js';
 import type { AuditRedactor } from './emitter.js';
 import {
   isActionName,
@@ -106,13 +107,31 @@ export function applyFieldGrammars(
   return receipt;
 }
 
+/**
+ * The typed bounds (`boundFields`), then the field grammars, on a copy of `event`: `bounded` is
+ * the event within its bounds (`event` itself when nothing changed), `out` the copy with the
+ * references, `receipt` what both did (undefined when neither did anything).
+ */
+function structureFields(
+  event: AuditEvent,
+  keyring: HmacKeyring,
+  receiptOf: () => ReceiptBuilder,
+): { bounded: AuditEvent; out: AuditEvent; receipt: RedactionReceipt | undefined } {
+  let receipt: ReceiptBuilder | undefined;
+  const builder = () => (receipt ??= receiptOf());
+  const bounded = boundFields(event, builder);
+  const out: AuditEvent = { ...bounded };
+  applyFieldGrammars(bounded, out, keyring, builder);
+  return { bounded, out, receipt: (receipt as ReceiptBuilder | undefined)?.build() };
+}
+
 /** True when `extra` adds nothing to `base`: no rule fired, every key id is listed already. */
 function addsNothing(base: RedactionReceipt, extra: RedactionReceipt): boolean {
   return extra.rules.length === 0 && extra.keyIds.every((k) => base.keyIds.includes(k));
 }
 
 /**
- * The field grammars alone, for the writer's last check of every event before Postgres: events
+ * The field grammars (and the typed bounds, see `boundFields`) alone, for the writer's last check of every event before Postgres: events
  * from the backfill, the CLI or another producer may not have been through an emitter's
  * redaction. Returns the event itself when every field passes (the common case: nothing is
  * allocated but a scratch copy), else a copy with the failing fields as keyed references and the
@@ -122,15 +141,13 @@ export function fieldGrammarRedactor(policy: RedactionPolicy): AuditRedactor {
   const engine = engineOf(policy);
   const receiptOf = () => new ReceiptBuilder(engine.version, '$', engine.limits.maxReceiptPaths);
   return (event: AuditEvent): AuditEvent => {
-    const out: AuditEvent = { ...event };
-    const receipt = applyFieldGrammars(event, out, engine.keyring, receiptOf);
-    if (!receipt) return event;
-    let changed = false;
+    const { bounded, out, receipt: built } = structureFields(event, engine.keyring, receiptOf);
+    if (!built) return event;
+    let changed = bounded !== event;
     for (const f of GRAMMAR_FIELDS) {
       if (out[f as keyof AuditEvent] !== event[f as keyof AuditEvent]) changed = true;
     }
     if (!changed) return event;
-    const built = receipt.build();
     const before = event.redaction as RedactionReceipt | undefined;
     out.redaction = before ? mergeReceipts(before, built) : built;
     return out;
@@ -138,8 +155,10 @@ export function fieldGrammarRedactor(policy: RedactionPolicy): AuditRedactor {
 }
 
 /**
- * The emitter's redaction step. Every clear-text field (actor, action, resource, codes, task,
- * step, operation, job, queue, state refs) must match its grammar, or it becomes a keyed
+ * The emitter's redaction step. Counters that are not whole numbers in range are made so, and
+ * numbers told in text fields become text (`boundFields`, flagged in the receipt). Every
+ * clear-text field (actor, action, resource, codes, task, step, operation, job, queue, state
+ * refs) must match its grammar, or it becomes a keyed
  * reference; system events too, since job ids, queue names and keys are user-chosen. `details`
  * are allow-listed per action (fail closed: an action the policy does not list, or one that is
  * not an action name, keeps no details, only a count of what was left out), typed and redacted,
@@ -153,8 +172,7 @@ export function auditRedactor(policy: RedactionPolicy): AuditRedactor {
   const engine = engineOf(policy);
   const receiptOf = () => new ReceiptBuilder(engine.version, '$', engine.limits.maxReceiptPaths);
   return (event: AuditEvent): AuditEvent => {
-    const out: AuditEvent = { ...event };
-    const fields = applyFieldGrammars(event, out, engine.keyring, receiptOf)?.build();
+    const { out, receipt: fields } = structureFields(event, engine.keyring, receiptOf);
     let receipt: RedactionReceipt | undefined;
     if (event.details) {
       // The allow-list is looked up by the action as it is told: an action that is not an

@@ -15,10 +15,28 @@ export type TimelineAttempt = {
   decisions: { action: string; decision: AuditEvent['decision']; reasonCode?: string }[];
 };
 
+/**
+ * A job that found the operation in progress under another attempt's lease and waited (polling
+ * as a delayed job): one entry per job and holder's epoch, however many polls. `since` is its
+ * first stored poll; `until` the job's next event on that operation (its claim, takeover or
+ * replay), when there is one.
+ */
+export type TimelineWait = {
+  operationId: string;
+  stepId?: string;
+  /** The epoch of the attempt that held the lease. */
+  epoch: number;
+  jobId?: string;
+  since: string;
+  until?: string;
+};
+
 /** The reconstructed story of a task or operation. */
 export type Timeline = {
+  /** Ordered, one per event id (the earliest when the same id is given more than once). */
   events: AuditEvent[];
   attempts: TimelineAttempt[];
+  waits: TimelineWait[];
   replays: number;
   takeovers: number;
   finalStates: { key: string; status: string; epoch: number; stepId: string | null }[];
@@ -36,13 +54,37 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
       (a.seq ?? 0) - (b.seq ?? 0) ||
       a.eventId.localeCompare(b.eventId),
   );
+  // One entry per event id, as the store keeps one row per id: the earliest comes first.
+  const seen = new Set<string>();
+  for (let i = 0; i < ordered.length; i++) {
+    const id = (ordered[i] as AuditEvent).eventId;
+    if (seen.has(id)) ordered.splice(i--, 1);
+    else seen.add(id);
+  }
   const attempts = new Map<string, TimelineAttempt>();
+  const waits: TimelineWait[] = [];
+  /** Open waits by job and operation: the job's next event there ends it. */
+  const waiting = new Map<string, TimelineWait>();
   let replays = 0;
   let takeovers = 0;
   for (const e of ordered) {
     const type = e.action.startsWith('idempotency.') ? e.action.slice('idempotency.'.length) : 'decision';
     const id = `${e.resourceType === 'idempotency_key' ? e.resourceId : e.operationId}|${e.epoch}`;
-    if (type === 'claimed' || type === 'takeover') {
+    const jobOp = e.jobId === undefined ? undefined : `${e.jobId}|${e.resourceId}`;
+    if (jobOp !== undefined && type !== 'in_progress' && e.resourceType === 'idempotency_key') {
+      const w = waiting.get(jobOp);
+      if (w) {
+        w.until = e.createdAt;
+        waiting.delete(jobOp);
+      }
+    }
+    if (type === 'in_progress') {
+      const w: TimelineWait = { operationId: e.operationId ?? e.resourceId, epoch: e.epoch ?? 0, since: e.createdAt };
+      if (e.stepId) w.stepId = e.stepId;
+      if (e.jobId) w.jobId = e.jobId;
+      waits.push(w);
+      if (jobOp !== undefined) waiting.set(jobOp, w);
+    } else if (type === 'claimed' || type === 'takeover') {
       if (type === 'takeover') takeovers++;
       const at: TimelineAttempt = {
         operationId: e.operationId ?? e.resourceId,
@@ -69,6 +111,7 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
   return {
     events: ordered,
     attempts: [...attempts.values()],
+    waits,
     replays,
     takeovers,
     finalStates: records.map((r) => ({ key: r.key, status: r.status, epoch: r.epoch, stepId: r.stepId })),
@@ -88,7 +131,10 @@ export function renderTimeline(t: Timeline): string {
       .join(', ');
     return `${e.createdAt}  ${e.action.padEnd(28)} ${e.decision.padEnd(20)} ${e.reasonCode ?? ''}${where ? `  (${where})` : ''}  ${who}`;
   });
-  lines.push('', `attempts: ${t.attempts.length}, takeovers: ${t.takeovers}, replays: ${t.replays}`);
+  lines.push(
+    '',
+    `attempts: ${t.attempts.length}, takeovers: ${t.takeovers}, replays: ${t.replays}, waits: ${t.waits.length}`,
+  );
   for (const s of t.finalStates) lines.push(`final: ${s.key} ${s.status} (epoch ${s.epoch})`);
   return lines.join('\n');
 }

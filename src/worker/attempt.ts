@@ -330,20 +330,23 @@ export class AttemptRunner<I, R, DB> {
           return value;
         },
         step: (name, fn) => this.step(a, fp, name, keeper.signal, fn),
+        // The sink's own promise (already handled: not awaiting it reports no rejection), or a resolved one.
         audit: (d) =>
-          this.emit(a, 'decision', d.decision, {
-            epoch,
-            seq: decisions++,
-            ...(d.reasonCode ? { reasonCode: d.reasonCode } : {}),
-            details: {
-              ...d.details,
-              action: d.action,
-              resourceType: d.resourceType,
-              resourceId: d.resourceId,
-              actorType: d.actorType,
-              actorId: d.actorId,
-            },
-          }),
+          Promise.resolve(
+            this.emit(a, 'decision', d.decision, {
+              epoch,
+              seq: decisions++,
+              ...(d.reasonCode ? { reasonCode: d.reasonCode } : {}),
+              details: {
+                ...d.details,
+                action: d.action,
+                resourceType: d.resourceType,
+                resourceId: d.resourceId,
+                actorType: d.actorType,
+                actorId: d.actorId,
+              },
+            }),
+          ),
       };
       let value: R;
       try {
@@ -617,7 +620,7 @@ export class AttemptRunner<I, R, DB> {
     type: WrapperEventType,
     decision: WrapperEvent['decision'],
     extra: Partial<WrapperEvent> = {},
-  ): void {
+  ): void | Promise<void> {
     const sink = this.deps.audit;
     if (!sink) return;
     const event: WrapperEvent = {
@@ -637,7 +640,7 @@ export class AttemptRunner<I, R, DB> {
     if (a.parentK) event.parentKey = a.parentK;
     if (a.job.id) event.jobId = a.job.id;
     if (a.taskId) event.taskId = a.taskId;
-    sink.emit(event);
+    return sink.emit(event);
   }
 }
 

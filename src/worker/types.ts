@@ -58,10 +58,21 @@ export type WrapperEvent = {
   seq?: number;
 };
 
-/** Where the wrapper sends its events (the audit emitter implements it). */
-export type AuditSink = { emit(event: WrapperEvent): void };
+/**
+ * Where the wrapper sends its events (the audit emitter implements it). `emit` may return a
+ * promise that resolves once the event is durable; the wrapper waits for it only for tool
+ * decisions (`ctx.audit()`), never for its own transition events, which the ledger records.
+ * (A union, so that a sink whose `emit` returns anything else, as `(e) => events.push(e)`, still fits.)
+ */
+export type AuditSink = { emit(event: WrapperEvent): void } | { emit(event: WrapperEvent): Promise<void> };
 
-/** A tool decision a processor records through `ctx.audit()`. */
+/**
+ * A tool decision a processor records through `ctx.audit()`. Fields past their bounds are
+ * normalised, not refused: text that breaks its grammar or bound becomes a keyed reference,
+ * counters become whole numbers (each change listed in the event's redaction receipt). The whole
+ * event, as JSON, must stay under the emitter's `maxEventBytes` (256 KiB by default): summarise
+ * large content in `details` rather than passing it.
+ */
 export type DecisionInput = {
   action: string;
   /** Who decided. @defaultValue `'agent'` and the operation name */
@@ -102,8 +113,19 @@ export type ProcessorContext<DB = unknown> = {
   tx<T>(fn: (trx: Transaction<DB>) => Promise<T>): Promise<T>;
   /** Protects one side effect of a multi-step job with its own ledger row: a resumed job skips finished steps. */
   step<T>(name: string, fn: (step: StepContext) => Promise<T>): Promise<T>;
-  /** Records a tool decision (allow / deny / pending_confirmation) in the audit trail. */
-  audit(event: DecisionInput): void;
+  /**
+   * Records a tool decision (allow / deny / pending_confirmation) in the audit trail. The promise
+   * resolves once the decision is durable: its audit batch accepted by Redis or written to the
+   * Postgres outbox, about one batch interval (`maxDelayMs`, 50 ms by default) later; from then on
+   * a crash of this process does not lose it. It rejects with `AuditEventNotDurableError` (`code`
+   * `AUDIT_EVENT_TOO_LARGE`, `AUDIT_EVENT_INVALID` or `AUDIT_EVENT_LOST`) when it is not in the
+   * trail. Without an audit sink it resolves at once. Not awaiting it is allowed (fire-and-forget:
+   * a rejection is not reported as unhandled).
+   *
+   * @example
+   * await ctx.audit({ action: 'tool.delete_bucket', decision: 'deny', reasonCode: 'POLICY_PROTECTED' });
+   */
+  audit(event: DecisionInput): Promise<void>;
 };
 
 export type WithIdempotencyOptions<DB = unknown> = {
