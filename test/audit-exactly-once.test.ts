@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
+import { eventsForRecord } from '../src/audit/derive.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { auditEventFromWrapper } from '../src/audit/from-wrapper.js';
 import { AuditEventNotDurableError } from '../src/audit/not-durable-error.js';
@@ -225,6 +226,32 @@ describe('nothing dropped silently', () => {
     expect(verifyRef(code?.reasonCode as string, reasonCode, policy)).toBe(true);
     expect(numeric?.jobId).toBe('42');
     expect(numeric?.redaction?.rules).toEqual(['bound.text']);
+  });
+
+  it("the backfill's events of a record with a 300-character job id are stored, the job id referenced", async () => {
+    const jobId = `bf-${'z'.repeat(297)}`;
+    const claim = await ledger.claim({
+      key: op.keyFor({ order: 'long-job' }),
+      operation: op.name,
+      fingerprint: op.fingerprintOf({ order: 'long-job' }, testKeyring),
+      leaseMs: 5_000,
+      retentionMs: 3_600_000,
+      downstream: 'none',
+      jobId,
+      taskId: 'task-long-job',
+    });
+    if (claim.kind !== 'acquired') throw new Error(claim.kind);
+    await ledger.complete(claim.key, claim.epoch, { ok: true });
+    const record = await ledger.get(claim.key);
+    const derived = eventsForRecord(record as NonNullable<typeof record>);
+    expect(await store.writeBatch(JSON.parse(JSON.stringify(derived)))).toEqual({
+      inserted: 2,
+      duplicates: 0,
+      deadLettered: 0,
+    });
+    const stored = await store.events({ taskId: 'task-long-job' });
+    expect(stored.map((e) => e.action)).toEqual(['idempotency.claimed', 'idempotency.completed']);
+    for (const e of stored) expect(verifyRef(e.jobId as string, jobId, policy)).toBe(true);
   });
 
   it('the emitter normalises them too: a wrapper event with a 300-character job id and attemptsMade 1.5 is stored', async () => {
