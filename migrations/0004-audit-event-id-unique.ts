@@ -18,7 +18,8 @@ export function auditEventIdUniqueMigration(schema: string) {
     async up(db: Kysely<unknown>): Promise<void> {
       await sql`delete from ${table} a using ${table} b
         where a.event_id = b.event_id and a.created_at > b.created_at`.execute(db);
-      await sql`create unique index audit_events_event_id_key on ${table} (event_id)`.execute(db);
+      // Byte order ("C"): the same equality as the column's collation, cheaper comparisons on every insert.
+      await sql`create unique index audit_events_event_id_key on ${table} (event_id collate "C")`.execute(db);
     },
     async down(db: Kysely<unknown>): Promise<void> {
       await sql`drop index ${sql.table(`${schema}.audit_events_event_id_key`)}`.execute(db);

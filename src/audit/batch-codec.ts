@@ -29,11 +29,46 @@ export function auditJobOptions(events: readonly AuditEvent[]) {
   return { jobId, removeOnComplete: true, removeOnFail: 1000, attempts: 5, backoff: 1000 } as const;
 }
 
-/** Builds the audit job for a batch of (redacted, validated) events. Compression runs off the event loop. */
-export async function auditBatchJob(events: readonly AuditEvent[]) {
-  const payload = (await deflate(JSON.stringify(events), { level: LEVEL })).toString('base64');
+/**
+ * Builds the audit job for a batch of (redacted, validated) events. Compression runs off the
+ * event loop. `json` is the events' JSON text when the caller has it already (see
+ * {@link splitOversized}).
+ */
+export async function auditBatchJob(events: readonly AuditEvent[], json = JSON.stringify(events)) {
+  const payload = (await deflate(json, { level: LEVEL })).toString('base64');
   const data: AuditBatchData = { encoding: 'deflate-raw', count: events.length, payload };
   return { name: AUDIT_JOB_NAME, data, opts: auditJobOptions(events) };
+}
+
+/**
+ * Splits a batch into the events whose JSON is at most `maxBytes` and those over it, serialising
+ * each event once: `json` is the kept events' array text, as `JSON.stringify(kept)` would write
+ * it, so the batch is encoded without a second pass. An event that cannot be serialised at all
+ * is kept (the encoder's failure sends the batch to the outbox path, as before).
+ */
+export function splitOversized(
+  events: readonly AuditEvent[],
+  maxBytes: number,
+): { kept: AuditEvent[]; json: string; oversized: { event: AuditEvent; bytes: number }[] } {
+  const parts: string[] = [];
+  const kept: AuditEvent[] = [];
+  const oversized: { event: AuditEvent; bytes: number }[] = [];
+  for (const e of events) {
+    let text: string;
+    try {
+      text = JSON.stringify(e);
+    } catch {
+      return { kept: [...events], json: '', oversized: [] };
+    }
+    // UTF-8 takes at most 3 bytes per UTF-16 unit: most events need no byte count.
+    const bytes = text.length * 3 <= maxBytes ? 0 : Buffer.byteLength(text);
+    if (bytes > maxBytes) oversized.push({ event: e, bytes });
+    else {
+      kept.push(e);
+      parts.push(text);
+    }
+  }
+  return { kept, json: `[${parts.join(',')}]`, oversized };
 }
 
 /**

@@ -12,7 +12,7 @@ export type UndecodableCause = 'not_a_batch' | 'not_inflatable' | 'not_json' | '
  *   paths (a path segment that is not a field of the schema is written `*`).
  * - `AUDIT_EVENT_REFUSED`: the event is valid, Postgres would not store it; its SQLSTATE.
  * - `AUDIT_BATCH_UNDECODABLE`: the audit job cannot be read as a batch of events.
- * - `AUDIT_EVENT_TOO_LARGE`: the event's JSON is over the emitter's bound; refused alone at emit.
+ * - `AUDIT_EVENT_TOO_LARGE`: the event's JSON is over the emitter's bound; refused alone by the emitter, before it is sent.
  */
 export type DeadLetterReason =
   | { code: 'AUDIT_EVENT_INVALID'; issues: { code: string; path: string }[]; more: number }

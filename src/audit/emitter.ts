@@ -7,7 +7,7 @@ import { errorLabel } from '../errors/clean-name.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import type { Logger, WrapperEvent } from '../worker/types.js';
 import type { AuditEvent } from './audit-event.js';
-import { auditBatchJob } from './batch-codec.js';
+import { auditBatchJob, splitOversized } from './batch-codec.js';
 import { parseAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason } from './dead-letter-reason.js';
@@ -53,6 +53,8 @@ export type AuditEmitterOptions = {
 
 /** Settles the promise of a durable record (`recordDurable`). */
 type Waiter = { resolve: () => void; reject: (err: Error) => void };
+/** A buffered event that a caller waits for. */
+type Waiting = { event: AuditEvent; waiter: Waiter };
 
 export { AUDIT_JOB_NAME } from './batch-codec.js';
 
@@ -81,7 +83,7 @@ export class AuditEmitter {
   };
   private buffer: AuditEvent[] = [];
   /** Waiters of the events in `buffer` (the buffer never holds more than one batch). */
-  private waiters: Waiter[] = [];
+  private waiters: Waiting[] = [];
   private timer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Set<Promise<void>>();
   private held = 0;
@@ -164,21 +166,7 @@ export class AuditEmitter {
       this.refuse(event, reason, waiter, new AuditEventNotDurableError('AUDIT_EVENT_INVALID'));
       return;
     }
-    const bytes = this.oversized(clean);
-    if (bytes !== undefined) {
-      this.metrics.tooLarge++;
-      const reason = { code: 'AUDIT_EVENT_TOO_LARGE', bytes, limit: this.maxEventBytes } as const;
-      this.opts.logger?.error({ reason: formatReason(reason), eventId: clean.eventId }, 'audit event refused');
-      const { details: _d, redaction: _r, ...shape } = clean;
-      const err = new AuditEventNotDurableError('AUDIT_EVENT_TOO_LARGE', {
-        eventId: clean.eventId,
-        bytes,
-        limit: reason.limit,
-      });
-      this.refuse(shape, reason, waiter, err, { tooLarge: { bytes, limit: reason.limit } });
-      return;
-    }
-    const waiters = waiter ? [waiter] : [];
+    const waiters = waiter ? [{ event: clean, waiter }] : [];
     if (this.closed) {
       this.held++;
       this.send([clean], waiters);
@@ -186,29 +174,16 @@ export class AuditEmitter {
     }
     if (this.held >= this.maxBuffered) {
       // Back-pressure: memory stays bounded, the event goes to the outbox instead of the queue.
-      this.track(this.toOutbox([clean], 'emitter over capacity').then((ok) => settle(waiters, ok)));
+      const [big] = splitOversized([clean], this.maxEventBytes).oversized;
+      if (big) this.refuseOversized(clean, big.bytes, waiter);
+      else this.track(this.toOutbox([clean], 'emitter over capacity').then((ok) => settle(waiter ? [waiter] : [], ok)));
       return;
     }
     this.buffer.push(clean);
-    if (waiter) this.waiters.push(waiter);
+    if (waiter) this.waiters.push({ event: clean, waiter });
     this.held++;
     if (this.buffer.length >= this.maxBatch) this.flushBuffer();
     else this.timer ??= setTimeout(() => this.flushBuffer(), this.maxDelayMs);
-  }
-
-  /** The event's JSON size in bytes when it is over `maxEventBytes`, else undefined. */
-  private oversized(e: AuditEvent): number | undefined {
-    // Every other field is a bounded string or a number: only details and the receipt can be large.
-    if (e.details === undefined && e.redaction === undefined) return undefined;
-    let text: string;
-    try {
-      text = JSON.stringify(e);
-    } catch {
-      return undefined; // not serialisable: the batch encoder's failure, handled there
-    }
-    if (text.length * 3 <= this.maxEventBytes) return undefined; // UTF-8 never takes more than 3 bytes per UTF-16 unit
-    const bytes = Buffer.byteLength(text);
-    return bytes > this.maxEventBytes ? bytes : undefined;
   }
 
   /** Dead-letters one refused event (scrubbed like the writer's dead letters; `facts` are the library's numbers) and rejects its waiter. */
@@ -256,9 +231,21 @@ export class AuditEmitter {
     while (this.buffer.length > 0) this.send(this.buffer.splice(0, this.maxBatch), waiters);
   }
 
-  private send(events: AuditEvent[], waiters: Waiter[]): void {
+  private send(batch: AuditEvent[], waiting: Waiting[]): void {
     this.metrics.batches++;
-    const p = auditBatchJob(events)
+    // Each event is serialised once, here: its size is checked and its text makes the batch's.
+    const { kept: events, json, oversized } = splitOversized(batch, this.maxEventBytes);
+    let waiters = waiting.map((w) => w.waiter);
+    for (const { event, bytes } of oversized) {
+      const own = waiting.find((w) => w.event === event)?.waiter;
+      if (own) waiters = waiters.filter((w) => w !== own);
+      this.refuseOversized(event, bytes, own);
+    }
+    if (events.length === 0) {
+      this.track(Promise.resolve(), batch.length);
+      return;
+    }
+    const p = auditBatchJob(events, json || undefined)
       .then((job) => this.opts.queue.add(job.name, job.data, job.opts))
       .then(
         () => {
@@ -268,7 +255,21 @@ export class AuditEmitter {
         (err: Error) => this.toOutbox(events, `enqueue failed: ${errorLabel(err)}`),
       )
       .then((ok) => settle(waiters, ok));
-    this.track(p, events.length);
+    this.track(p, batch.length);
+  }
+
+  /**
+   * An event over `maxEventBytes` is refused alone: its shape (fields and size; no details, no
+   * receipt) is dead-lettered with `AUDIT_EVENT_TOO_LARGE`, and its batch goes on without it.
+   */
+  private refuseOversized(event: AuditEvent, bytes: number, waiter: Waiter | undefined): void {
+    this.metrics.tooLarge++;
+    const limit = this.maxEventBytes;
+    const reason = { code: 'AUDIT_EVENT_TOO_LARGE', bytes, limit } as const;
+    this.opts.logger?.error({ reason: formatReason(reason), eventId: event.eventId }, 'audit event refused');
+    const { details: _d, redaction: _r, ...shape } = event;
+    const err = new AuditEventNotDurableError('AUDIT_EVENT_TOO_LARGE', { eventId: event.eventId, bytes, limit });
+    this.refuse(shape, reason, waiter, err, { tooLarge: { bytes, limit } });
   }
 
   /** True once the events are in the outbox; false when they are lost (counted and logged). */
