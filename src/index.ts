@@ -18,8 +18,15 @@ export { type AuditEvent, auditEventSchema, eventIdFor, redactionReceiptSchema }
 export { AuditStore, type AuditStoreOptions, type WriteBatchResult } from './audit/audit-store.js';
 export type { DeadLetterReason } from './audit/dead-letter-reason.js';
 export { eventsForRecord } from './audit/derive.js';
-export { AUDIT_JOB_NAME, AuditEmitter, type AuditEmitterOptions, type AuditRedactor } from './audit/emitter.js';
+export {
+  AUDIT_JOB_NAME,
+  AuditEmitter,
+  type AuditEmitterOptions,
+  type AuditRedactor,
+  DEFAULT_MAX_EVENT_BYTES,
+} from './audit/emitter.js';
 export { auditEventFromWrapper } from './audit/from-wrapper.js';
+export { AuditEventNotDurableError } from './audit/not-durable-error.js';
 export { auditRedactor } from './audit/redact-event.js';
 export { buildTimeline, renderTimeline, type Timeline, type TimelineAttempt, timeline } from './audit/timeline.js';
 export { auditWorkerFailures } from './audit/worker-failures.js';
