@@ -68,21 +68,39 @@ function prepare<I>(op: Operation, queue: Queue, input: I, options: EnqueueOptio
   return { key, jobId, envelope, opts: { ...options.jobOptions, jobId } };
 }
 
+/** What the queue's Redis client offers for the read-back (BullMQ 6: `backend.client`; 5: `client`). */
+type TimestampReader = {
+  pipeline(): { hget(key: string, field: string): unknown; exec(): Promise<[Error | null, unknown][] | null> };
+};
+type QueueView = { client?: Promise<TimestampReader>; backend?: { client?: Promise<TimestampReader> } };
+
 /**
- * Whether an add created its job. BullMQ 6.7 answers a duplicate id with the id alone (`add`
- * returns a fresh `Job` holding the caller's data), so the stored job is read back: it is this
- * add's when its creation time is the one this add stamped. Two producers adding one key in the
- * same millisecond may both read `added: true`; nothing runs twice either way.
+ * Whether each add created its job. BullMQ 6.7 answers a duplicate id with the id alone (`add`
+ * returns a fresh `Job` holding the caller's data), so each stored job's creation time is read
+ * back — one field, in one pipelined round trip for the whole batch: the job is this add's when
+ * that time is the one this add stamped. Only an absorbed add reads its job's state. Two
+ * producers adding one key in the same millisecond may both read `added: true`; nothing runs
+ * twice either way.
  */
-async function outcome(
+async function outcomes(
   queue: Queue,
-  jobId: string,
-  stampedAt: number,
-): Promise<Pick<EnqueueResult, 'added' | 'state'>> {
-  const stored = await queue.getJob(jobId);
-  if (!stored) return { added: false, state: 'unknown' };
-  if (stored.timestamp === stampedAt) return { added: true };
-  return { added: false, state: await stored.getState() };
+  added: { jobId: string; stampedAt: number }[],
+): Promise<Pick<EnqueueResult, 'added' | 'state'>[]> {
+  const view = queue as unknown as QueueView;
+  const client = await (view.backend?.client ?? view.client);
+  if (!client) throw new IdempotencyConfigError('the queue exposes no Redis client', { option: 'queue' });
+  const pipeline = client.pipeline();
+  for (const a of added) pipeline.hget(queue.toKey(a.jobId), 'timestamp');
+  const replies = (await pipeline.exec()) ?? [];
+  return Promise.all(
+    added.map(async (a, i): Promise<Pick<EnqueueResult, 'added' | 'state'>> => {
+      const [err, stored] = replies[i] ?? [null, null];
+      if (err) throw err;
+      if (stored === null || stored === undefined) return { added: false, state: 'unknown' };
+      if (Number(stored) === a.stampedAt) return { added: true };
+      return { added: false, state: (await queue.getJobState(a.jobId)) as AbsorbedState };
+    }),
+  );
 }
 
 /**
@@ -101,7 +119,9 @@ export async function enqueue<I>(
 ): Promise<EnqueueResult> {
   const p = prepare(op, queue, input, options);
   const job = await queue.add(op.name, p.envelope, p.opts);
-  const o = await outcome(queue, p.jobId, job.timestamp);
+  const [o = { added: false, state: 'unknown' as const }] = await outcomes(queue, [
+    { jobId: p.jobId, stampedAt: job.timestamp },
+  ]);
   return { jobId: p.jobId, key: p.key, idempotencyKey: boundedKey(p.key), ...o };
 }
 
@@ -113,11 +133,14 @@ export async function enqueueBulk<I>(
 ): Promise<EnqueueResult[]> {
   const prepared = items.map((it) => prepare(op, queue, it.input, it.options));
   const jobs = await queue.addBulk(prepared.map((p) => ({ name: op.name, data: p.envelope, opts: p.opts })));
-  const outcomes = await Promise.all(prepared.map((p, i) => outcome(queue, p.jobId, jobs[i]?.timestamp ?? -1)));
+  const found = await outcomes(
+    queue,
+    prepared.map((p, i) => ({ jobId: p.jobId, stampedAt: jobs[i]?.timestamp ?? -1 })),
+  );
   return prepared.map((p, i) => ({
     jobId: p.jobId,
     key: p.key,
     idempotencyKey: boundedKey(p.key),
-    ...(outcomes[i] ?? { added: false, state: 'unknown' as const }),
+    ...(found[i] ?? { added: false, state: 'unknown' as const }),
   }));
 }
