@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { isSqlState } from '../errors/clean-name.js';
 import { auditEventSchema, redactionReceiptSchema } from './audit-event.js';
 
 /** Why a batch could not be read as events; a stable code per cause. */
@@ -23,7 +24,6 @@ export type DeadLetterReason =
 /** At most this many issues are listed; `more` counts the rest. */
 const MAX_ISSUES = 10;
 const ISSUE_CODE = /^[a-z][a-z_]{0,39}$/;
-const SQLSTATE = /^[0-9A-Z]{5}$/;
 /** Path segments that may be written as they are: the names the schemas themselves define. */
 const FIELD_NAMES = new Set([...Object.keys(auditEventSchema.shape), ...Object.keys(redactionReceiptSchema.shape)]);
 
@@ -53,7 +53,7 @@ export function invalidEventReason(error: z.ZodError): DeadLetterReason {
 /** The reason for a valid event Postgres refused to store: the SQLSTATE of its error. */
 export function refusedEventReason(err: unknown): DeadLetterReason {
   const code = (err as { code?: unknown }).code;
-  return { code: 'AUDIT_EVENT_REFUSED', sqlstate: typeof code === 'string' && SQLSTATE.test(code) ? code : 'XXXXX' };
+  return { code: 'AUDIT_EVENT_REFUSED', sqlstate: typeof code === 'string' && isSqlState(code) ? code : 'XXXXX' };
 }
 
 /**

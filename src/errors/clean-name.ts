@@ -37,7 +37,12 @@ export function cleanPath(path: string): string {
  */
 export function errorLabel(err: unknown): string {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && (isCleanName(code) || SQLSTATE.test(code))) return code;
+  if (typeof code === 'string' && (isCleanName(code) || isSqlState(code))) return code;
   const name = (err as { name?: unknown } | null)?.name;
   return typeof name === 'string' && isCleanName(name) ? name : 'Error';
+}
+
+/** True for a Postgres SQLSTATE (`57P01`, `23505`). */
+export function isSqlState(code: string): boolean {
+  return SQLSTATE.test(code);
 }
