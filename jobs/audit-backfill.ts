@@ -5,6 +5,7 @@ import { auditBatchJob } from '../src/audit/batch-codec.js';
 import { eventsForRecord } from '../src/audit/derive.js';
 import { redriveFailedAuditBatches } from '../src/audit/redrive-failed.js';
 import { checkSchema, DEFAULT_SCHEMA } from '../src/db/connection.js';
+import { errorLabel } from '../src/errors/clean-name.js';
 import { toRecord } from '../src/ledger/postgres-ledger.js';
 import type { Logger } from '../src/worker/types.js';
 
@@ -175,6 +176,6 @@ export function createBackfillWorker(options: BackfillWorkerOptions): Worker {
       concurrency: 1,
     },
   );
-  worker.on('error', (err) => options.logger?.error({ err: err.message }, 'backfill worker error'));
+  worker.on('error', (err) => options.logger?.error({ err: errorLabel(err) }, 'backfill worker error'));
   return worker;
 }

@@ -116,7 +116,7 @@ export function createAuditWriter(options: AuditWriterOptions): Worker {
     }
     return result;
   }
-  worker.on('error', (err) => options.logger?.error({ err: err.message }, 'audit writer error'));
+  worker.on('error', (err) => options.logger?.error({ err: errorLabel(err) }, 'audit writer error'));
   return worker;
 }
 

@@ -1,6 +1,7 @@
 import { type ConnectionOptions, Job, Queue, Worker } from 'bullmq';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import type { AuditEmitter } from '../src/audit/emitter.js';
+import { errorLabel } from '../src/errors/clean-name.js';
 import { IllegalTransitionError, StaleEpochError } from '../src/errors/errors.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { findStaleLocks, type StaleLock } from '../src/ledger/stale-locks.js';
@@ -230,6 +231,6 @@ export function createSweeperWorker(options: {
       }),
     { connection: options.connection, concurrency: 1, ...(options.prefix ? { prefix: options.prefix } : {}) },
   );
-  worker.on('error', (err) => options.logger?.error({ err: err.message }, 'sweeper worker error'));
+  worker.on('error', (err) => options.logger?.error({ err: errorLabel(err) }, 'sweeper worker error'));
   return worker;
 }
