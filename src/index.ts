@@ -5,15 +5,15 @@ export {
   DEFAULT_BACKFILL_QUEUE,
   drainOutbox,
   runBackfill,
-} from '../jobs/audit-backfill.js';
-export { type AuditWriterOptions, createAuditWriter, DEFAULT_AUDIT_QUEUE } from '../jobs/audit-writer.js';
+} from './jobs/audit-backfill.js';
+export { type AuditWriterOptions, createAuditWriter, DEFAULT_AUDIT_QUEUE } from './jobs/audit-writer.js';
 export {
   createSweeperWorker,
   DEFAULT_SWEEPER_QUEUE,
   type SweepOptions,
   scheduleLedgerSweeper,
   sweepLedger,
-} from '../jobs/ledger-sweeper.js';
+} from './jobs/ledger-sweeper.js';
 export { type AuditEvent, auditEventSchema, eventIdFor, redactionReceiptSchema } from './audit/audit-event.js';
 export { AuditStore, type AuditStoreOptions, type WriteBatchResult } from './audit/audit-store.js';
 export type { DeadLetterReason } from './audit/dead-letter-reason.js';

@@ -1,7 +1,7 @@
 import { Worker } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runBackfill } from '../jobs/audit-backfill.js';
+import { runBackfill } from '../src/jobs/audit-backfill.js';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { auditBatchJob } from '../src/audit/batch-codec.js';
 import { AuditEmitter } from '../src/audit/emitter.js';

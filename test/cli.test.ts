@@ -3,7 +3,7 @@
  * file's schema and BullMQ prefix. Independent invocations run concurrently to keep the file fast.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBackfillWorker } from '../jobs/audit-backfill.js';
+import { createBackfillWorker } from '../src/jobs/audit-backfill.js';
 import type { AuditEvent } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { eventsForRecord } from '../src/audit/derive.js';

@@ -7,7 +7,7 @@ import { Queue, Worker } from 'bullmq';
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createAuditWriter } from '../jobs/audit-writer.js';
+import { createAuditWriter } from '../src/jobs/audit-writer.js';
 import { EXIT } from '../jobs/main.js';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AuditEmitter } from '../src/audit/emitter.js';

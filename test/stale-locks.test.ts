@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ABANDONED_ERROR, sweepLedger } from '../jobs/ledger-sweeper.js';
+import { ABANDONED_ERROR, sweepLedger } from '../src/jobs/ledger-sweeper.js';
 import type { AuditEvent } from '../src/audit/audit-event.js';
 import type { AuditEmitter } from '../src/audit/emitter.js';
 import { defineOperation, type Operation, withIdempotency } from '../src/index.js';

@@ -1,7 +1,7 @@
 /** A backfill worker in its own process, for the kill-and-resume test. Argument: JSON config. */
 import { Queue } from 'bullmq';
 import pg from 'pg';
-import { createBackfillWorker } from '../../jobs/audit-backfill.js';
+import { createBackfillWorker } from '../../src/jobs/audit-backfill.js';
 
 const cfg = JSON.parse(process.argv[2] as string) as {
   databaseUrl: string;

@@ -1,6 +1,6 @@
 import { type Job, Queue, QueueEvents, Worker, type WorkerOptions } from 'bullmq';
 import type pg from 'pg';
-import { type AuditWriterOptions, createAuditWriter } from '../../jobs/audit-writer.js';
+import { type AuditWriterOptions, createAuditWriter } from '../../src/jobs/audit-writer.js';
 import type { TestContext } from './context.js';
 
 /** Queues, workers and queue-event listeners under the file's prefix, tracked for the leak check. */

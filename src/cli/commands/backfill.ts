@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
-import { type BackfillProgress, DEFAULT_BACKFILL_QUEUE, runBackfill } from '../../../jobs/audit-backfill.js';
+import { type BackfillProgress, DEFAULT_BACKFILL_QUEUE, runBackfill } from '../../jobs/audit-backfill.js';
 import type { CliContext, Output } from '../context.js';
 import { CliError, EXIT, OPERATIONS_PROCESS, usageError } from '../errors.js';
 import { formatDuration, toJson } from '../format.js';

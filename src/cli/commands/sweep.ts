@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sweepEvent, sweepLedger } from '../../../jobs/ledger-sweeper.js';
+import { sweepEvent, sweepLedger } from '../../jobs/ledger-sweeper.js';
 import type { CliContext } from '../context.js';
 import { toJson } from '../format.js';
 import { writeOperatorEvent } from './ledger.js';

@@ -1,16 +1,16 @@
 import { type ConnectionOptions, DelayedError, type Job, Worker } from 'bullmq';
 import type pg from 'pg';
-import { AuditStore } from '../src/audit/audit-store.js';
+import { AuditStore } from '../audit/audit-store.js';
 import {
   AUDIT_JOB_NAME,
   type DecodedAuditBatch,
   decodeAuditBatch,
   UndecodableAuditBatchError,
-} from '../src/audit/batch-codec.js';
-import { isTransientError } from '../src/audit/transient-error.js';
-import { errorLabel } from '../src/errors/clean-name.js';
-import type { RedactionPolicy } from '../src/redaction/define-policy.js';
-import type { Logger } from '../src/worker/types.js';
+} from '../audit/batch-codec.js';
+import { isTransientError } from '../audit/transient-error.js';
+import { errorLabel } from '../errors/clean-name.js';
+import type { RedactionPolicy } from '../redaction/define-policy.js';
+import type { Logger } from '../worker/types.js';
 
 export const DEFAULT_AUDIT_QUEUE = 'bullmq-idempotency-audit';
 

@@ -1,11 +1,11 @@
 import { type ConnectionOptions, Job, Queue, Worker } from 'bullmq';
-import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
-import type { AuditEmitter } from '../src/audit/emitter.js';
-import { errorLabel } from '../src/errors/clean-name.js';
-import { IllegalTransitionError, StaleEpochError } from '../src/errors/errors.js';
-import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { findStaleLocks, type StaleLock } from '../src/ledger/stale-locks.js';
-import type { Logger } from '../src/worker/types.js';
+import { type AuditEvent, eventIdFor } from '../audit/audit-event.js';
+import type { AuditEmitter } from '../audit/emitter.js';
+import { errorLabel } from '../errors/clean-name.js';
+import { IllegalTransitionError, StaleEpochError } from '../errors/errors.js';
+import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import { findStaleLocks, type StaleLock } from '../ledger/stale-locks.js';
+import type { Logger } from '../worker/types.js';
 
 export const DEFAULT_SWEEPER_QUEUE = 'bullmq-idempotency-sweeper';
 export const SWEEPER_SCHEDULER_ID = 'ledger-sweeper';

@@ -1,13 +1,13 @@
 import { type ConnectionOptions, type Job, type Queue, Worker, type WorkerOptions } from 'bullmq';
 import type pg from 'pg';
-import type { AuditEvent } from '../src/audit/audit-event.js';
-import { auditBatchJob } from '../src/audit/batch-codec.js';
-import { eventsForRecord } from '../src/audit/derive.js';
-import { redriveFailedAuditBatches } from '../src/audit/redrive-failed.js';
-import { checkSchema, DEFAULT_SCHEMA } from '../src/db/connection.js';
-import { errorLabel } from '../src/errors/clean-name.js';
-import { toRecord } from '../src/ledger/postgres-ledger.js';
-import type { Logger } from '../src/worker/types.js';
+import type { AuditEvent } from '../audit/audit-event.js';
+import { auditBatchJob } from '../audit/batch-codec.js';
+import { eventsForRecord } from '../audit/derive.js';
+import { redriveFailedAuditBatches } from '../audit/redrive-failed.js';
+import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
+import { errorLabel } from '../errors/clean-name.js';
+import { toRecord } from '../ledger/postgres-ledger.js';
+import type { Logger } from '../worker/types.js';
 
 export const DEFAULT_BACKFILL_QUEUE = 'bullmq-idempotency-backfill';
 
