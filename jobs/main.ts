@@ -25,11 +25,11 @@ import {
   ServiceUnavailableError,
 } from '../src/config/services.js';
 import { errorLabel } from '../src/errors/clean-name.js';
-import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { DEFAULT_REDACTION_POLICY, pinoRedactionOptions } from '../src/redaction/index.js';
 import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from '../src/jobs/audit-backfill.js';
 import { createAuditWriter } from '../src/jobs/audit-writer.js';
 import { createSweeperWorker, DEFAULT_SWEEPER_QUEUE, scheduleLedgerSweeper } from '../src/jobs/ledger-sweeper.js';
+import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { DEFAULT_REDACTION_POLICY, pinoRedactionOptions } from '../src/redaction/index.js';
 
 /** Exit codes of the worker process. */
 export const EXIT = { ok: 0, failure: 1, config: 2, unreachable: 3 } as const;

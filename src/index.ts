@@ -1,19 +1,3 @@
-export {
-  type BackfillOptions,
-  type BackfillProgress,
-  createBackfillWorker,
-  DEFAULT_BACKFILL_QUEUE,
-  drainOutbox,
-  runBackfill,
-} from './jobs/audit-backfill.js';
-export { type AuditWriterOptions, createAuditWriter, DEFAULT_AUDIT_QUEUE } from './jobs/audit-writer.js';
-export {
-  createSweeperWorker,
-  DEFAULT_SWEEPER_QUEUE,
-  type SweepOptions,
-  scheduleLedgerSweeper,
-  sweepLedger,
-} from './jobs/ledger-sweeper.js';
 export { type AuditEvent, auditEventSchema, eventIdFor, redactionReceiptSchema } from './audit/audit-event.js';
 export { AuditStore, type AuditStoreOptions, type WriteBatchResult } from './audit/audit-store.js';
 export type { DeadLetterReason } from './audit/dead-letter-reason.js';
@@ -58,6 +42,22 @@ export { type ProcessorErrorOptions, RetryableError, TerminalError } from './err
 export { canonicalJson } from './fingerprint/canonical-json.js';
 export { fingerprint } from './fingerprint/fingerprint.js';
 export { keyedFingerprint } from './fingerprint/keyed-fingerprint.js';
+export {
+  type BackfillOptions,
+  type BackfillProgress,
+  createBackfillWorker,
+  DEFAULT_BACKFILL_QUEUE,
+  drainOutbox,
+  runBackfill,
+} from './jobs/audit-backfill.js';
+export { type AuditWriterOptions, createAuditWriter, DEFAULT_AUDIT_QUEUE } from './jobs/audit-writer.js';
+export {
+  createSweeperWorker,
+  DEFAULT_SWEEPER_QUEUE,
+  type SweepOptions,
+  scheduleLedgerSweeper,
+  sweepLedger,
+} from './jobs/ledger-sweeper.js';
 export {
   boundedKey,
   canonicalKey,

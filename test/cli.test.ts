@@ -3,12 +3,12 @@
  * file's schema and BullMQ prefix. Independent invocations run concurrently to keep the file fast.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBackfillWorker } from '../src/jobs/audit-backfill.js';
 import type { AuditEvent } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { eventsForRecord } from '../src/audit/derive.js';
 import { auditEventFromWrapper } from '../src/audit/from-wrapper.js';
 import { boundedKey, type IdempotencyKey, jobIdFor, type PostgresLedger } from '../src/index.js';
+import { createBackfillWorker } from '../src/jobs/audit-backfill.js';
 import { ENVELOPE_FIELD } from '../src/operation/envelope.js';
 import { type SealedResult, unseal } from '../src/sealing/sealed-result.js';
 import { bull } from './helpers/bullmq.js';

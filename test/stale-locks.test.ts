@@ -1,10 +1,10 @@
 import type { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ABANDONED_ERROR, sweepLedger } from '../src/jobs/ledger-sweeper.js';
 import type { AuditEvent } from '../src/audit/audit-event.js';
 import type { AuditEmitter } from '../src/audit/emitter.js';
 import { defineOperation, type Operation, withIdempotency } from '../src/index.js';
+import { ABANDONED_ERROR, sweepLedger } from '../src/jobs/ledger-sweeper.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
 import { bull, settled } from './helpers/bullmq.js';
