@@ -2,7 +2,7 @@ import type { Queue } from 'bullmq';
 import type pg from 'pg';
 import { ZodError } from 'zod';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
-import { storable, storableText } from '../db/storable.js';
+import { storable } from '../db/storable.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import type { Logger, WrapperEvent } from '../worker/types.js';
@@ -13,6 +13,7 @@ import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason } from './dead-letter-reason.js';
 import { auditEventFromWrapper } from './from-wrapper.js';
 import { AuditEventNotDurableError } from './not-durable-error.js';
+import { writeOutboxBatch } from './outbox.js';
 
 /** Largest audit event, as JSON bytes, the emitter sends: 256 KiB (a batch of 500 stays far below the writer's 64 MiB). */
 export const DEFAULT_MAX_EVENT_BYTES = 256 * 1024;
@@ -88,7 +89,7 @@ export class AuditEmitter {
   private readonly inFlight = new Set<Promise<void>>();
   private held = 0;
   private closed = false;
-  private readonly outboxTable: string;
+  private readonly schema: string;
   private readonly deadLetterTable: string;
   private readonly maxEventBytes: number;
   private readonly policy: RedactionPolicy;
@@ -99,7 +100,7 @@ export class AuditEmitter {
 
   constructor(private readonly opts: AuditEmitterOptions) {
     const schema = checkSchema(opts.schema ?? DEFAULT_SCHEMA);
-    this.outboxTable = `${schema}.audit_outbox`;
+    this.schema = schema;
     this.deadLetterTable = `${schema}.audit_dead_letter`;
     this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
     this.policy = opts.redactionPolicy ?? DEFAULT_REDACTION_POLICY;
@@ -275,12 +276,8 @@ export class AuditEmitter {
   /** True once the events are in the outbox; false when they are lost (counted and logged). */
   private async toOutbox(events: AuditEvent[], reason: string): Promise<boolean> {
     try {
-      // One NUL or lone surrogate in one event would lose the whole batch here: the outbox is the
-      // last place these events can go, so they are made storable first.
-      await this.opts.pool.query(`insert into ${this.outboxTable} (events, reason) values ($1::jsonb, $2)`, [
-        JSON.stringify(storable(events)),
-        storableText(reason.slice(0, 500)),
-      ]);
+      // Made storable first: the outbox is the last place these events can go.
+      await writeOutboxBatch(this.opts.pool, this.schema, events, reason);
       this.metrics.outboxed += events.length;
       return true;
     } catch (err) {

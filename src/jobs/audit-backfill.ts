@@ -1,12 +1,14 @@
 import { type ConnectionOptions, type Job, type Queue, Worker, type WorkerOptions } from 'bullmq';
 import type pg from 'pg';
 import type { AuditEvent } from '../audit/audit-event.js';
+import { openCheckpoint, saveCheckpoint } from '../audit/backfill-checkpoint.js';
 import { auditBatchJob } from '../audit/batch-codec.js';
 import { eventsForRecord } from '../audit/derive.js';
+import { drainOutboxBatches } from '../audit/outbox.js';
 import { redriveFailedAuditBatches } from '../audit/redrive-failed.js';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { errorLabel } from '../errors/clean-name.js';
-import { toRecord } from '../ledger/postgres-ledger.js';
+import { scanLedger } from '../ledger/scans.js';
 import type { Logger } from '../worker/types.js';
 
 export const DEFAULT_BACKFILL_QUEUE = 'bullmq-idempotency-backfill';
@@ -50,25 +52,11 @@ export type BackfillProgress = {
  */
 export async function runBackfill(opts: BackfillOptions): Promise<BackfillProgress> {
   const schema = checkSchema(opts.schema ?? DEFAULT_SCHEMA);
-  const name = opts.name ?? 'default';
   const pageSize = opts.pageSize ?? 1000;
-  const cp = `${schema}.audit_backfill_checkpoint`;
-  if (opts.since) {
-    await opts.pool.query(
-      `insert into ${cp} (name, last_updated_at, last_key) values ($1, $2, '')
-       on conflict (name) do update set last_updated_at = excluded.last_updated_at, last_key = '', updated_at = now()`,
-      [name, opts.since],
-    );
-  } else {
-    await opts.pool.query(`insert into ${cp} (name) values ($1) on conflict do nothing`, [name]);
-  }
-  const start = (
-    await opts.pool.query(`select *, last_updated_at::text as cursor_at from ${cp} where name = $1`, [name])
-  ).rows[0];
-  let cursor: { at: string; key: string } = { at: start.cursor_at ?? '-infinity', key: start.last_key ?? '' };
+  const checkpoint = await openCheckpoint(opts.pool, schema, opts.name ?? 'default', opts.since);
   const progress: BackfillProgress = {
-    rowsScanned: Number(start.rows_scanned),
-    eventsEnqueued: Number(start.events_enqueued),
+    rowsScanned: checkpoint.rowsScanned,
+    eventsEnqueued: checkpoint.eventsEnqueued,
     outboxBatchesDrained: 0,
     failedBatchesRedriven: 0,
     done: false,
@@ -77,25 +65,18 @@ export async function runBackfill(opts: BackfillOptions): Promise<BackfillProgre
   let scannedHere = 0;
   for (;;) {
     if (opts.signal?.aborted) return progress;
-    const page = await opts.pool.query(
-      // The cursor travels as text: a JS Date would cut Postgres' microseconds and repeat pages.
-      `select *, updated_at::text as cursor_at from ${schema}.idempotency_ledger where (updated_at, key) > ($1::timestamptz, $2)
-       order by updated_at, key limit $3`,
-      [cursor.at, cursor.key, pageSize],
-    );
-    if (page.rows.length === 0) break;
+    const page = await scanLedger(opts.pool, schema, checkpoint.cursor, pageSize);
+    if (page.records.length === 0) break;
     const events: AuditEvent[] = [];
-    for (const row of page.rows) events.push(...eventsForRecord(toRecord(row)));
+    for (const record of page.records) events.push(...eventsForRecord(record));
     await enqueueEvents(opts.auditQueue, events);
-    const last = page.rows[page.rows.length - 1];
-    cursor = { at: last.cursor_at, key: last.key };
-    progress.rowsScanned += page.rows.length;
+    progress.rowsScanned += page.records.length;
     progress.eventsEnqueued += events.length;
-    scannedHere += page.rows.length;
-    await opts.pool.query(
-      `update ${cp} set last_updated_at = $2, last_key = $3, rows_scanned = $4, events_enqueued = $5, updated_at = now() where name = $1`,
-      [name, cursor.at, cursor.key, progress.rowsScanned, progress.eventsEnqueued],
-    );
+    scannedHere += page.records.length;
+    checkpoint.cursor = page.next;
+    checkpoint.rowsScanned = progress.rowsScanned;
+    checkpoint.eventsEnqueued = progress.eventsEnqueued;
+    await saveCheckpoint(opts.pool, schema, checkpoint);
     await opts.onProgress?.(progress);
     if (opts.maxRowsPerSecond) {
       const ahead = (scannedHere / opts.maxRowsPerSecond) * 1000 - (Date.now() - began);
@@ -111,29 +92,8 @@ export async function runBackfill(opts: BackfillOptions): Promise<BackfillProgre
 }
 
 /** Moves outbox batches to the audit queue; a batch leaves the outbox only once it is enqueued. */
-export async function drainOutbox(pool: pg.Pool, schema: string, auditQueue: Queue): Promise<number> {
-  const table = `${checkSchema(schema)}.audit_outbox`;
-  let drained = 0;
-  for (;;) {
-    const client = await pool.connect();
-    try {
-      await client.query('begin');
-      const rows = await client.query(`select id, events from ${table} order by id limit 50 for update skip locked`);
-      if (rows.rows.length === 0) {
-        await client.query('commit');
-        return drained;
-      }
-      for (const r of rows.rows) await enqueueEvents(auditQueue, r.events as AuditEvent[]);
-      await client.query(`delete from ${table} where id = any($1::bigint[])`, [rows.rows.map((r) => r.id)]);
-      await client.query('commit');
-      drained += rows.rows.length;
-    } catch (err) {
-      await client.query('rollback').catch(() => {});
-      throw err;
-    } finally {
-      client.release();
-    }
-  }
+export function drainOutbox(pool: pg.Pool, schema: string, auditQueue: Queue): Promise<number> {
+  return drainOutboxBatches(pool, schema, (events) => enqueueEvents(auditQueue, events));
 }
 
 async function enqueueEvents(queue: Queue, events: AuditEvent[]): Promise<void> {

@@ -1,6 +1,8 @@
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
+import { readCheckpoint } from '../../audit/backfill-checkpoint.js';
 import { type BackfillProgress, DEFAULT_BACKFILL_QUEUE, runBackfill } from '../../jobs/audit-backfill.js';
+import { countLedgerAfter } from '../../ledger/scans.js';
 import type { CliContext, Output } from '../context.js';
 import { CliError, EXIT, OPERATIONS_PROCESS, usageError } from '../errors.js';
 import { formatDuration, toJson } from '../format.js';
@@ -19,26 +21,12 @@ export type BackfillCommandOptions = {
 
 /** Where a backfill starts and how much it has ahead, for the progress line. */
 async function plan(pool: pg.Pool, schema: string, name: string, since: Date | undefined) {
-  const cp = (
-    await pool.query(
-      `select last_updated_at::text as at, last_key, rows_scanned, events_enqueued
-       from ${schema}.audit_backfill_checkpoint where name = $1`,
-      [name],
-    )
-  ).rows[0] as
-    | { at: string | null; last_key: string | null; rows_scanned: string; events_enqueued: string }
-    | undefined;
-  const cursor = since ? { at: since.toISOString(), key: '' } : { at: cp?.at ?? '-infinity', key: cp?.last_key ?? '' };
-  const total = (
-    await pool.query(
-      `select count(*)::int8 as n from ${schema}.idempotency_ledger where (updated_at, key) > ($1::timestamptz, $2)`,
-      [cursor.at, cursor.key],
-    )
-  ).rows[0] as { n: string };
+  const cp = await readCheckpoint(pool, schema, name);
+  const cursor = since ? { at: since.toISOString(), key: '' } : cp.cursor;
   return {
-    rowsBefore: Number(cp?.rows_scanned ?? 0),
-    eventsBefore: Number(cp?.events_enqueued ?? 0),
-    total: Number(total.n),
+    rowsBefore: cp.rowsScanned,
+    eventsBefore: cp.eventsEnqueued,
+    total: await countLedgerAfter(pool, schema, cursor),
   };
 }
 

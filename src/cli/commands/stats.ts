@@ -1,28 +1,17 @@
-import type { LedgerStatus } from '../../ledger/types.js';
+import { type OutboxStats, outboxStats } from '../../audit/outbox.js';
+import { LEDGER_STATUSES, type LedgerStats, ledgerStats } from '../../ledger/scans.js';
 import type { CliContext } from '../context.js';
 import { formatDuration, toJson } from '../format.js';
-
-const STATUSES: LedgerStatus[] = ['locked', 'completed', 'failed', 'unknown', 'released', 'invalidated'];
 
 export type Stats = {
   schema: string;
   at: Date;
-  ledger: {
-    total: number;
-    byStatus: Record<LedgerStatus, number>;
-    /** The locked row claimed longest ago. */
-    oldestLease: { key: string; owner: string | null; claimedAt: Date; leaseExpiresAt: Date | null } | null;
-    /** Locked rows whose lease has run out (the next claim takes over, or moves them to unknown). */
-    expiredLeases: number;
-    /** Rows waiting for an operator (`resolve`). */
-    unknown: number;
-    oldestUnknownAt: Date | null;
-  };
+  ledger: LedgerStats;
   audit: {
     newestEventAt: Date | null;
     /** now − created_at of the newest audit event; null when there is none. */
     lagMs: number | null;
-    outbox: { batches: number; events: number; oldestAt: Date | null };
+    outbox: OutboxStats;
     deadLetters: { count: number; newestAt: Date | null };
   };
 };
@@ -31,53 +20,23 @@ export type Stats = {
 export async function collectStats(ctx: CliContext): Promise<Stats> {
   const pool = await ctx.pool();
   const s = ctx.schema;
-  const [byStatus, lease, unknown, audit, outbox, dead] = await Promise.all([
-    pool.query(`select status, count(*)::int8 as n from ${s}.idempotency_ledger group by status`),
-    pool.query(
-      `select key, lease_owner, claimed_at, lease_expires_at, now() as now,
-         (select count(*)::int8 from ${s}.idempotency_ledger where status = 'locked' and lease_expires_at <= now()) as expired
-       from ${s}.idempotency_ledger where status = 'locked' order by claimed_at limit 1`,
-    ),
-    pool.query(`select min(updated_at) as oldest from ${s}.idempotency_ledger where status = 'unknown'`),
+  const [ledger, audit, outbox, dead] = await Promise.all([
+    ledgerStats(pool, s),
     pool.query(`select max(created_at) as newest, now() as now from ${s}.audit_events`),
-    pool.query(
-      `select count(*)::int8 as batches, coalesce(sum(jsonb_array_length(events)), 0)::int8 as events,
-         min(created_at) as oldest from ${s}.audit_outbox`,
-    ),
+    outboxStats(pool, s),
     pool.query(`select count(*)::int8 as n, max(created_at) as newest from ${s}.audit_dead_letter`),
   ]);
-  const counts = Object.fromEntries(STATUSES.map((st) => [st, 0])) as Record<LedgerStatus, number>;
-  for (const r of byStatus.rows) counts[r.status as LedgerStatus] = Number(r.n);
-  const l = lease.rows[0];
   const a = audit.rows[0];
   const newest = (a?.newest as Date | null) ?? null;
   const now = (a?.now as Date | undefined) ?? new Date();
   return {
     schema: s,
     at: now,
-    ledger: {
-      total: Object.values(counts).reduce((x, y) => x + y, 0),
-      byStatus: counts,
-      oldestLease: l
-        ? {
-            key: l.key,
-            owner: l.lease_owner ?? null,
-            claimedAt: l.claimed_at,
-            leaseExpiresAt: l.lease_expires_at ?? null,
-          }
-        : null,
-      expiredLeases: Number(l?.expired ?? 0),
-      unknown: counts.unknown,
-      oldestUnknownAt: (unknown.rows[0]?.oldest as Date | null) ?? null,
-    },
+    ledger,
     audit: {
       newestEventAt: newest,
       lagMs: newest ? Math.max(0, now.getTime() - newest.getTime()) : null,
-      outbox: {
-        batches: Number(outbox.rows[0]?.batches ?? 0),
-        events: Number(outbox.rows[0]?.events ?? 0),
-        oldestAt: (outbox.rows[0]?.oldest as Date | null) ?? null,
-      },
+      outbox,
       deadLetters: { count: Number(dead.rows[0]?.n ?? 0), newestAt: (dead.rows[0]?.newest as Date | null) ?? null },
     },
   };
@@ -89,7 +48,7 @@ export function renderStats(st: Stats): string {
   const now = st.at;
   const L = st.ledger;
   const lines = [`ledger (schema ${st.schema})`];
-  for (const status of STATUSES) {
+  for (const status of LEDGER_STATUSES) {
     let note = '';
     if (status === 'locked' && L.oldestLease) {
       const exp = L.oldestLease.leaseExpiresAt;
