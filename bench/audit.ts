@@ -25,7 +25,11 @@ import { AuditEmitter } from '../src/audit/emitter.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
 import { defineKeyring, defineOperation, migrate, PostgresLedger, withIdempotency } from '../src/index.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
-import { cpuSnapshot, cpuSplit } from './proc-cpu.js';
+import { jsonLine } from './lib/json-line.js';
+import { storedBytes } from './lib/pg-size.js';
+import { cpuSnapshot, cpuSplit } from './lib/proc-cpu.js';
+import { median } from './lib/stats.js';
+import { printTable } from './lib/table.js';
 
 const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -41,8 +45,9 @@ const id = randomBytes(3).toString('hex');
 const schema = `bench_audit_${id}`;
 const prefix = `{bench-audit-${id}}`;
 const connection = { url: redisUrl, maxRetriesPerRequest: null };
+/** Tables stored with each event besides audit_events itself (none before the event-id table). */
+const AUDIT_SIDE_TABLES: string[] = [];
 const log = (s: string) => process.stderr.write(`${s}\n`);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
 
 const policy = defineRedactionPolicy({
   version: 'bench-1',
@@ -156,7 +161,14 @@ async function waitForRows(pool: pg.Pool, queue: Queue, n: number): Promise<void
  * median of PIPELINE_BURSTS bursts. Lag: then a paced stream at half that rate, creation (worker
  * clock) to row (database clock).
  */
-async function pipeline(pool: pg.Pool): Promise<{ perSecond: number; bursts: number[]; p50: number; p99: number }> {
+async function pipeline(pool: pg.Pool): Promise<{
+  perSecond: number;
+  bursts: number[];
+  p50: number;
+  p99: number;
+  bytesPerEvent: number;
+  storage: string;
+}> {
   const queue = new Queue('audit', { connection, prefix });
   const emitter = new AuditEmitter({
     queue,
@@ -197,7 +209,16 @@ async function pipeline(pool: pg.Pool): Promise<{ perSecond: number; bursts: num
     if (emitter.metrics.outboxed + emitter.metrics.dropped + emitter.metrics.invalid > 0) {
       throw new Error(`pipeline lost its way: ${JSON.stringify(emitter.metrics)}`);
     }
-    return { perSecond, bursts, p50: Number(lag.rows[0].p50), p99: Number(lag.rows[0].p99) };
+    const stored = await storedBytes(pool, schema, ['audit_events', ...AUDIT_SIDE_TABLES]);
+    const rows = from + paced;
+    return {
+      perSecond,
+      bursts,
+      p50: Number(lag.rows[0].p50),
+      p99: Number(lag.rows[0].p99),
+      bytesPerEvent: stored.total / rows,
+      storage: stored.parts.map(([name, bytes]) => `${name} ${Math.round(bytes / rows)}`).join(', '),
+    };
   } finally {
     await emitter.close();
     await queue.close();
@@ -299,30 +320,27 @@ try {
     for (const audit of order) (audit ? on : off).push(await wrapperRound(ledger, pool, audit, r));
   }
   const overhead = 1 - median(on) / median(off);
-  console.log('measure                         value');
-  console.log('------------------------------  ------------');
-  console.log(`redaction, events/s (1 core)    ${Math.round(redaction)}`);
-  console.log(
-    `pipeline, events/s              ${pipe.bursts.map((x) => Math.round(x)).join(' / ')}  (median ${Math.round(pipe.perSecond)})`,
+  const series = (xs: number[], m: number) => `${xs.map((x) => Math.round(x)).join(' / ')}  (median ${Math.round(m)})`;
+  printTable(
+    ['measure', 'value'],
+    [
+      ['redaction, events/s (1 core)', String(Math.round(redaction))],
+      ['pipeline, events/s', series(pipe.bursts, pipe.perSecond)],
+      ['pipeline lag p50 / p99, ms', `${pipe.p50.toFixed(0)} / ${pipe.p99.toFixed(0)}`],
+      ['stored bytes per event', `${Math.round(pipe.bytesPerEvent)}  (${pipe.storage})`],
+      ['wrapper audit off, jobs/s', series(off, median(off))],
+      ['wrapper audit on, jobs/s', series(on, median(on))],
+      ['wrapper overhead', overhead.toFixed(3)],
+    ],
   );
-  console.log(`pipeline lag p50 / p99, ms      ${pipe.p50.toFixed(0)} / ${pipe.p99.toFixed(0)}`);
-  console.log(
-    `wrapper audit off, jobs/s       ${off.map((x) => Math.round(x)).join(' / ')}  (median ${Math.round(median(off))})`,
-  );
-  console.log(
-    `wrapper audit on, jobs/s        ${on.map((x) => Math.round(x)).join(' / ')}  (median ${Math.round(median(on))})`,
-  );
-  console.log(`wrapper overhead                ${overhead.toFixed(3)}`);
-  console.log(
-    JSON.stringify({
-      bench: 'audit',
-      redaction_per_s: Math.round(redaction),
-      pipeline_per_s: Math.round(pipe.perSecond),
-      lag_p50_ms: Math.round(pipe.p50),
-      lag_p99_ms: Math.round(pipe.p99),
-      wrapper_overhead: Number(overhead.toFixed(3)),
-    }),
-  );
+  jsonLine('audit', {
+    redaction_per_s: Math.round(redaction),
+    pipeline_per_s: Math.round(pipe.perSecond),
+    lag_p50_ms: Math.round(pipe.p50),
+    lag_p99_ms: Math.round(pipe.p99),
+    bytes_per_event: Math.round(pipe.bytesPerEvent),
+    wrapper_overhead: Number(overhead.toFixed(3)),
+  });
 } finally {
   if (writer) {
     writer.kill('SIGTERM');

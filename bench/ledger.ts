@@ -24,6 +24,10 @@ import { migrate } from '../src/db/migrate.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { jsonLine } from './lib/json-line.js';
+import { rotated } from './lib/rounds.js';
+import { median, ratio } from './lib/stats.js';
+import { printTable } from './lib/table.js';
 
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 /**
@@ -162,15 +166,7 @@ async function runVariant(variant: Variant, batch: string, count: number): Promi
   return { pairs, replay };
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
-
-function printTable(results: Record<VariantName, Record<Path, number[]>>): void {
+function report(results: Record<VariantName, Record<Path, number[]>>): void {
   const rounds = Array.from({ length: ROUNDS }, (_, r) => `round ${r + 1}`);
   const header = ['variant', ...rounds, 'median'];
   const rows: string[][] = [];
@@ -189,12 +185,7 @@ function printTable(results: Record<VariantName, Record<Path, number[]>>): void 
       rows.push([`${path} ${a}/${b}`, ...ratios.map((v) => `${v.toFixed(2)}x`), `${medianRatio.toFixed(2)}x`]);
     }
   }
-  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((row) => row[c]!.length)));
-  const line = (cells: string[]) =>
-    cells.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
-  console.log(line(header));
-  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
-  for (const row of rows) console.log(line(row));
+  printTable(header, rows);
 }
 
 async function main(): Promise<void> {
@@ -233,8 +224,7 @@ async function main(): Promise<void> {
     };
     for (let round = 0; round < ROUNDS; round++) {
       // Rotate which variant goes first, so none always runs on the warmer (or fuller) table.
-      const order = [...VARIANTS.slice(round % VARIANTS.length), ...VARIANTS.slice(0, round % VARIANTS.length)];
-      for (const name of order) {
+      for (const name of rotated(VARIANTS, round)) {
         // The two library variants share a table: each round and variant has its own keys.
         const { pairs, replay } = await runVariant(variants[name], `r${round + 1}-${name}`, KEYS_PER_ROUND);
         results[name].pairs.push(pairs);
@@ -245,23 +235,20 @@ async function main(): Promise<void> {
       }
     }
 
-    printTable(results);
+    report(results);
     const m = (name: VariantName, path: Path) => median(results[name][path]);
-    console.log(
-      JSON.stringify({
-        bench: 'ledger',
-        pairs_per_s: Math.round(m('library', 'pairs')),
-        replay_per_s: Math.round(m('library', 'replay')),
-        naive_pairs_per_s: Math.round(m('naive', 'pairs')),
-        naive_replay_per_s: Math.round(m('naive', 'replay')),
-        pairs_vs_naive: ratio(m('library', 'pairs'), m('naive', 'pairs')),
-        replay_vs_naive: ratio(m('library', 'replay'), m('naive', 'replay')),
-        unnamed_pairs_per_s: Math.round(m('unnamed', 'pairs')),
-        unnamed_replay_per_s: Math.round(m('unnamed', 'replay')),
-        unnamed_vs_named_pairs: ratio(m('unnamed', 'pairs'), m('library', 'pairs')),
-        unnamed_vs_named_replay: ratio(m('unnamed', 'replay'), m('library', 'replay')),
-      }),
-    );
+    jsonLine('ledger', {
+      pairs_per_s: Math.round(m('library', 'pairs')),
+      replay_per_s: Math.round(m('library', 'replay')),
+      naive_pairs_per_s: Math.round(m('naive', 'pairs')),
+      naive_replay_per_s: Math.round(m('naive', 'replay')),
+      pairs_vs_naive: ratio(m('library', 'pairs'), m('naive', 'pairs')),
+      replay_vs_naive: ratio(m('library', 'replay'), m('naive', 'replay')),
+      unnamed_pairs_per_s: Math.round(m('unnamed', 'pairs')),
+      unnamed_replay_per_s: Math.round(m('unnamed', 'replay')),
+      unnamed_vs_named_pairs: ratio(m('unnamed', 'pairs'), m('library', 'pairs')),
+      unnamed_vs_named_replay: ratio(m('unnamed', 'replay'), m('library', 'replay')),
+    });
   } finally {
     // Each step runs even when an earlier one fails: the schema must go whatever happened.
     const steps: [string, () => Promise<unknown> | undefined][] = [

@@ -7,6 +7,7 @@
  * Run: `npx tsx bench/profile-summary.ts <file.cpuprofile> [top=25]`
  */
 import { readFileSync } from 'node:fs';
+import { printTable } from './lib/table.js';
 
 type ProfileNode = {
   id: number;
@@ -64,11 +65,14 @@ function main(): void {
       inclusive.set(name, (inclusive.get(name) ?? 0) + dt);
     }
   });
-  const pct = (x: number) => `${((100 * x) / total).toFixed(1).padStart(5)}%`;
-  const ms = (x: number) => `${(x / 1000).toFixed(0).padStart(6)} ms`;
   const show = (title: string, m: Map<string, number>, n: number) => {
     console.log(`\n${title}`);
-    for (const [k, v] of [...m].sort((a, b) => b[1] - a[1]).slice(0, n)) console.log(`${ms(v)} ${pct(v)}  ${k}`);
+    const top = [...m].sort((a, b) => b[1] - a[1]).slice(0, n);
+    printTable(
+      ['ms', '%', 'where'],
+      top.map(([k, v]) => [(v / 1000).toFixed(0), ((100 * v) / total).toFixed(1), k]),
+      { allRight: true },
+    );
   };
   console.log(`${file}: ${(total / 1000).toFixed(0)} ms sampled`);
   show('By package / file (self time)', buckets, 40);

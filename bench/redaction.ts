@@ -19,6 +19,9 @@
  */
 import { performance } from 'node:perf_hooks';
 import { defineRedactionPolicy, redact } from '../src/redaction/index.js';
+import { jsonLine } from './lib/json-line.js';
+import { median } from './lib/stats.js';
+import { printTable } from './lib/table.js';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 100_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -198,7 +201,6 @@ for (let round = 0; round <= ROUNDS; round++) {
     ((avgBytes * rate) / 1e6).toFixed(1),
   ]);
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const cpuMedian = median(rates);
 const wallMedian = median(wallRates);
 
@@ -207,20 +209,13 @@ console.log(
 );
 console.log(`events with at least one redaction: ${hits.toLocaleString('en-US')}; planted secrets left: ${leaks}`);
 const header = ['round', 'wall ms', 'cpu ms', 'events/s (wall)', 'events/s (cpu)', 'MB/s (cpu)'];
-const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-const line = (cells: string[]) => cells.map((c, i) => c.padStart(widths[i]!)).join('  ');
-console.log(line(header));
-console.log(widths.map((w) => '-'.repeat(w)).join('  '));
-for (const row of rows) console.log(line(row));
+printTable(header, rows, { allRight: true });
 console.log(
   `median events/s per CPU second: ${Math.round(cpuMedian).toLocaleString('en-US')}; by wall clock: ${Math.round(wallMedian).toLocaleString('en-US')} (${sink > 0 ? 'ok' : 'no hits'})`,
 );
-console.log(
-  JSON.stringify({
-    bench: 'redaction',
-    redaction_per_s: Math.round(cpuMedian),
-    redaction_per_s_wall: Math.round(wallMedian),
-    events: events.length,
-    avg_event_bytes: avgBytes,
-  }),
-);
+jsonLine('redaction', {
+  redaction_per_s: Math.round(cpuMedian),
+  redaction_per_s_wall: Math.round(wallMedian),
+  events: events.length,
+  avg_event_bytes: avgBytes,
+});

@@ -57,7 +57,11 @@ import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { defineOperation } from '../src/operation/define-operation.js';
 import { defineKeyring } from '../src/sealing/keyring.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
-import { type CpuSplit, cpuSnapshot, cpuSplit } from './proc-cpu.js';
+import { jsonLine } from './lib/json-line.js';
+import { type CpuSplit, cpuSnapshot, cpuSplit, perThousand } from './lib/proc-cpu.js';
+import { rotated } from './lib/rounds.js';
+import { median, perRoundRatios, round2 } from './lib/stats.js';
+import { printTable as table } from './lib/table.js';
 
 const BENCH_KEYRING = defineKeyring({ keys: [{ id: 'bench', secret: randomBytes(32) }] });
 
@@ -328,7 +332,8 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
     const cpu0 = cpuSnapshot(pids);
     const { seconds, peakRss, gcMs } = await drain(queueName, processor, count, variant, tag);
     for (const pid of await postgresPids(ctx.admin)) pids.add(pid);
-    const cpu = cpuSplit(cpu0, cpuSnapshot(pids));
+    const split = cpuSplit(cpu0, cpuSnapshot(pids));
+    const cpu = split && perThousand(split, count);
     const redisPerJob = ((await redisCommands(ctx.redis)) - redis0 - 1) / count;
     const wal = await ctx.admin.query<{ bytes: string }>('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1) as bytes', [
       wal0,
@@ -337,12 +342,6 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
     const expected = variant.expect === 'all' ? count : 0;
     if (effects !== expected) {
       throw new Error(`${variant.name} (${tag}): the side effect ran ${effects} times, expected ${expected}`);
-    }
-    if (cpu) {
-      for (const k of ['node', 'nodeSys', 'postgres', 'redis', 'other', 'idle', 'irq'] as const) {
-        cpu[k] = (cpu[k] * 1000) / count;
-      }
-      cpu.others = cpu.others.map(([comm, sec]) => [comm, (sec * 1000) / count]);
     }
     return {
       perSec: count / seconds,
@@ -551,23 +550,6 @@ function buildVariants(
   };
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-const round2 = (x: number) => Math.round(x * 100) / 100;
-
-function table(header: string[], rows: string[][]): void {
-  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((row) => (row[c] ?? '').length)));
-  const line = (cells: string[]) =>
-    cells.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
-  console.log(line(header));
-  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
-  for (const row of rows) console.log(line(row));
-}
-
 const LABELS: Record<VariantName, string> = {
   raw: 'raw BullMQ',
   naive: 'naive ledger',
@@ -582,9 +564,8 @@ type Results = Map<VariantName, Measurement[]>;
 
 /** Per-round ratio a/b, or undefined when either side did not run that round. */
 function ratios(results: Results, a: VariantName, b: VariantName): number[] {
-  const xs = results.get(a) ?? [];
-  const ys = results.get(b) ?? [];
-  return xs.flatMap((x, r) => (ys[r] ? [x.perSec / ys[r]!.perSec] : []));
+  const perSec = (v: VariantName) => (results.get(v) ?? []).map((m) => m.perSec);
+  return perRoundRatios(perSec(a), perSec(b));
 }
 
 function report(results: Results): void {
@@ -666,7 +647,6 @@ function summary(results: Results): Record<string, unknown> {
   const peak: Record<string, number> = {};
   for (const [v, ms] of results) peak[v] = Math.round(Math.max(...ms.map((m) => m.peakRssMb)));
   return {
-    bench: 'wrapper',
     raw_per_s: perSec('raw'),
     naive_per_s: perSec('naive'),
     powertools_per_s: perSec('powertools'),
@@ -723,8 +703,7 @@ async function main(): Promise<void> {
     const results: Results = new Map();
     for (let round = 0; round < ROUNDS; round++) {
       // Rotate the order each round, so no variant always runs first (or last) in a round.
-      const order = units.map((_, i) => units[(i + round) % units.length]!);
-      for (const unit of order) {
+      for (const unit of rotated(units, round)) {
         const measured = await runUnit(ctx, unit, `r${round + 1}`, JOBS);
         for (const [name, m] of measured) {
           const series = results.get(name) ?? [];
@@ -739,7 +718,7 @@ async function main(): Promise<void> {
       }
     }
     report(results);
-    console.log(JSON.stringify(summary(results)));
+    jsonLine('wrapper', summary(results));
   } catch (error) {
     failed = true;
     throw error;

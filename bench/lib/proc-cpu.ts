@@ -49,8 +49,12 @@ function procTicks(pid: number): { comm: string; ticks: number; sys: number } | 
 /**
  * @param postgresPids when given, only these `postgres` processes count as Postgres (this run's
  * backends and the server's auxiliary processes); other sessions' backends count as `other`.
+ * @param nodePids processes that count as `node` besides this one (a bench's worker children).
  */
-export function cpuSnapshot(postgresPids?: ReadonlySet<number>): CpuSnapshot | undefined {
+export function cpuSnapshot(
+  postgresPids?: ReadonlySet<number>,
+  nodePids?: ReadonlySet<number>,
+): CpuSnapshot | undefined {
   let pids: string[];
   let cpuLine: string | undefined;
   try {
@@ -65,7 +69,7 @@ export function cpuSnapshot(postgresPids?: ReadonlySet<number>): CpuSnapshot | u
     const t = procTicks(pid);
     if (!t) continue;
     const side: CpuSide | undefined =
-      pid === process.pid
+      pid === process.pid || nodePids?.has(pid)
         ? 'node'
         : t.comm === 'postgres' && (!postgresPids || postgresPids.has(pid))
           ? 'postgres'
@@ -97,4 +101,19 @@ export function cpuSplit(before: CpuSnapshot | undefined, after: CpuSnapshot | u
   out.irq = (after.irq - before.irq) / CLK_TCK;
   out.other = Math.max(0, (after.busy - before.busy) / CLK_TCK - out.node - out.postgres - out.redis);
   return out;
+}
+
+/** The split scaled to CPU seconds per 1000 units of work (jobs, events, rows). */
+export function perThousand(split: CpuSplit, count: number): CpuSplit {
+  const scale = (x: number) => (x * 1000) / count;
+  return {
+    node: scale(split.node),
+    nodeSys: scale(split.nodeSys),
+    postgres: scale(split.postgres),
+    redis: scale(split.redis),
+    other: scale(split.other),
+    idle: scale(split.idle),
+    irq: scale(split.irq),
+    others: split.others.map(([comm, sec]) => [comm, scale(sec)]),
+  };
 }
