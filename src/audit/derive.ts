@@ -1,21 +1,9 @@
 import { boundedKey } from '../keys/idempotency-key.js';
-import type { LedgerRecord, Transition } from '../ledger/types.js';
-import type { WrapperEvent, WrapperEventType } from '../worker/types.js';
+import { TRANSITIONS, type TransitionSpec } from '../ledger/transitions.js';
+import type { LedgerRecord } from '../ledger/types.js';
+import type { WrapperEvent } from '../worker/types.js';
 import type { AuditEvent } from './audit-event.js';
 import { auditEventFromWrapper } from './from-wrapper.js';
-
-/** The event a ledger row's last transition implies (the live wrapper emits the same). */
-const LAST: Partial<Record<Transition, [WrapperEventType, WrapperEvent['decision']]>> = {
-  completed: ['completed', 'allow'],
-  failed: ['failed', 'deny'],
-  failed_retryable: ['released', 'allow'],
-  released: ['released', 'allow'],
-  marked_unknown: ['unknown', 'pending_confirmation'],
-  takeover_unknown: ['unknown', 'pending_confirmation'],
-  invalidated: ['invalidated', 'allow'],
-  resolved_committed: ['resolved', 'allow'],
-  resolved_not_committed: ['resolved', 'allow'],
-};
 
 const STEP = '#step=';
 
@@ -37,26 +25,22 @@ export function eventsForRecord(r: LedgerRecord, actorId = 'backfill'): AuditEve
     stalledCounter: 0,
   };
   const out: WrapperEvent[] = [];
-  const claimEpoch =
-    r.lastTransition === 'invalidated' || r.lastTransition.startsWith('resolved') ? r.epoch - 1 : r.epoch;
-  if (r.claimTransition !== 'takeover_unknown') {
-    out.push({
-      ...base,
-      type: r.claimTransition === 'takeover' ? 'takeover' : 'claimed',
-      decision: 'allow',
-      epoch: claimEpoch,
-      at: r.claimedAt,
-    });
+  const last: TransitionSpec = TRANSITIONS[r.lastTransition];
+  const claim: TransitionSpec = TRANSITIONS[r.claimTransition];
+  // An operator's transition moves the epoch on from the claim's.
+  const claimEpoch = last.by === 'operator' ? r.epoch - 1 : r.epoch;
+  if (claim.startsAttempt) {
+    out.push({ ...base, type: claim.event, decision: claim.decision, epoch: claimEpoch, at: r.claimedAt });
   }
-  const last = LAST[r.lastTransition];
-  if (last) {
+  if (!last.startsAttempt) {
+    const reasonCode = r.error?.code ?? last.reasonCode;
     out.push({
       ...base,
-      type: last[0],
-      decision: last[1],
+      type: last.event,
+      decision: last.decision,
       epoch: r.epoch,
       at: r.updatedAt,
-      ...(r.error?.code ? { reasonCode: r.error.code } : {}),
+      ...(reasonCode ? { reasonCode } : {}),
     });
   }
   return out.map((e) => auditEventFromWrapper(e, actorId));

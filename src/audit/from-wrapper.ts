@@ -1,30 +1,23 @@
+import { statusAfterEvent, TRANSITION_EVENTS, TRANSITION_NAMES, TRANSITIONS } from '../ledger/transitions.js';
 import type { WrapperEvent, WrapperEventType } from '../worker/types.js';
 import { type AuditEvent, eventIdFor } from './audit-event.js';
 
-/** The ledger status a transition leaves behind (for the state refs). */
-const AFTER: Partial<Record<WrapperEventType, string>> = {
-  claimed: 'locked',
-  takeover: 'locked',
-  completed: 'completed',
-  replayed: 'completed',
-  failed: 'failed',
-  released: 'released',
-  unknown: 'unknown',
-  reconciled: 'completed',
-  invalidated: 'invalidated',
-};
+/** The ledger status an event leaves behind (for the state refs): a transition's, or a replay's. */
+function statusAfter(type: WrapperEventType): string | undefined {
+  return type === 'replayed' || type === 'reconciled' ? 'completed' : statusAfterEvent(type);
+}
 
-/** Transitions the ledger itself records: one event per (key, epoch, type), derivable by backfill. */
-export const LEDGER_TRANSITIONS = new Set<WrapperEventType>([
-  'claimed',
-  'takeover',
-  'completed',
-  'failed',
-  'released',
-  'unknown',
+/**
+ * Event types that a ledger transition makes (see TRANSITIONS): one event per (key, epoch, type,
+ * step), whether the wrapper or an operator emits it live or the backfill derives it.
+ */
+export const LEDGER_TRANSITIONS: ReadonlySet<string> = TRANSITION_EVENTS;
+
+/** Intent events: the claims of the transition table, and tool decisions. */
+const INTENT: ReadonlySet<string> = new Set([
+  ...TRANSITION_NAMES.filter((t) => TRANSITIONS[t].phase === 'intent').map((t) => TRANSITIONS[t].event),
+  'decision',
 ]);
-
-const INTENT = new Set<WrapperEventType>(['claimed', 'takeover', 'decision']);
 /** Fields of a tool decision that become the event's own columns rather than details. */
 const DECISION_FIELDS = new Set(['action', 'resourceType', 'resourceId', 'actorType', 'actorId']);
 
@@ -48,7 +41,7 @@ export function auditEventFromWrapper(e: WrapperEvent, actorId: string): AuditEv
         ? eventIdFor(e.key, e.epoch, 'decision', e.seq)
         : // A job polling an operation in progress elsewhere is one event per holder's epoch, not per poll.
           eventIdFor(subject, e.type, e.jobId, e.type === 'in_progress' ? 0 : e.attemptsStarted, e.epoch, e.stepId);
-  const after = AFTER[e.type];
+  const after = statusAfter(e.type);
   const decision = e.details as
     | {
         action?: string;

@@ -1,4 +1,5 @@
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import { TRANSITION_NAMES, TRANSITIONS } from '../ledger/transitions.js';
 import type { LedgerRecord } from '../ledger/types.js';
 import type { AuditEvent } from './audit-event.js';
 import type { AuditStore } from './audit-store.js';
@@ -42,8 +43,15 @@ export type Timeline = {
   finalStates: { key: string; status: string; epoch: number; stepId: string | null }[];
 };
 
-/** Events that end an attempt (others, like another job finding it in progress, do not). */
-const ENDINGS = new Set(['completed', 'failed', 'released', 'unknown', 'stale_completion', 'reconciled']);
+/**
+ * Events that end an attempt: the outcomes of the transition table, and what the wrapper reports
+ * of an attempt that could not record its own (others, like another job finding it in progress, do not).
+ */
+const ENDINGS: ReadonlySet<string> = new Set([
+  ...TRANSITION_NAMES.filter((t) => TRANSITIONS[t].endsAttempt).map((t) => TRANSITIONS[t].event),
+  'stale_completion',
+  'reconciled',
+]);
 
 /** Builds the story from events (any arrival order) and the current ledger rows. */
 export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Timeline {

@@ -18,6 +18,7 @@ import { canonicalJson } from '../fingerprint/canonical-json.js';
 import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import { MicroBatcher } from './micro-batcher.js';
 import { type LedgerStatements, ledgerStatements } from './statements.js';
+import { type AcquiringTransition, type ClaimTransition, type OutcomeTransition, TRANSITIONS } from './transitions.js';
 import type {
   ClaimOptions,
   ClaimOutcome,
@@ -298,24 +299,17 @@ export class PostgresLedger {
    */
   async fail(key: KeyLike, epoch: number, error: RecordedError, mode: 'terminal' | 'retryable'): Promise<WriteReceipt> {
     const terminal = mode === 'terminal';
-    return this.finish(
-      key,
-      epoch,
-      error,
-      terminal ? 'failed' : 'released',
-      terminal ? 'failed' : 'failed_retryable',
-      !terminal,
-    );
+    return this.finish(key, epoch, error, terminal ? 'failed' : 'failed_retryable', !terminal);
   }
 
   /** Gives the key back: the attempt committed nothing. The next claim gets epoch + 1. */
   async release(key: KeyLike, epoch: number): Promise<WriteReceipt> {
-    return this.finish(key, epoch, null, 'released', 'released', null);
+    return this.finish(key, epoch, null, 'released', null);
   }
 
   /** The attempt cannot tell whether its side effect committed: no unattended retry until resolved. */
   async markUnknown(key: KeyLike, epoch: number, error: RecordedError): Promise<WriteReceipt> {
-    return this.finish(key, epoch, error, 'unknown', 'marked_unknown', null);
+    return this.finish(key, epoch, error, 'marked_unknown', null);
   }
 
   /**
@@ -379,12 +373,12 @@ export class PostgresLedger {
     key: KeyLike,
     epoch: number,
     error: RecordedError | null,
-    status: LedgerStatus,
-    transition: Transition,
+    transition: Exclude<OutcomeTransition, 'completed'>,
     retryable: boolean | null,
   ): Promise<WriteReceipt> {
     const k = toKey(key);
     const errText = error ? JSON.stringify(boundError(error)) : null;
+    const status = TRANSITIONS[transition].to;
     const rows = await this.run('finish', [k, epoch, errText, this.clockOffsetMs, status, transition, retryable]);
     if (!rows[0]) throw await this.fenced(k, epoch, transition);
     return { key: k, epoch, at: rows[0].at as Date };
@@ -500,7 +494,8 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
   const at = row.at as Date;
   const status = row.status as LedgerStatus;
   if (row.acquired) {
-    if (status === 'unknown') {
+    const transition = row.last_transition as ClaimTransition;
+    if (!TRANSITIONS[transition].startsAttempt) {
       return { kind: 'unknown', key, epoch, error: row.error as RecordedError, transitioned: true, at };
     }
     return {
@@ -508,7 +503,7 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
       key,
       epoch,
       leaseExpiresAt: row.lease_expires_at as Date,
-      transition: row.last_transition as Extract<ClaimOutcome, { kind: 'acquired' }>['transition'],
+      transition: transition as AcquiringTransition,
       at,
     };
   }

@@ -1,3 +1,19 @@
+import { type ClaimGuard, claimsOfExistingRows } from './transitions.js';
+
+/** A claim guard as SQL over row alias `x`, the claimer's fingerprint `fp` and the database time `n`. */
+const GUARDS: Record<ClaimGuard, (x: string, fp: string, n: string) => string> = {
+  always: () => 'true',
+  same_fingerprint: (x, fp) => `${x}.fingerprint = ${fp}`,
+  expired: (x, _fp, n) => `${x}.expires_at <= ${n}`,
+  lease_expired: (x, fp, n) => `${x}.lease_expires_at <= ${n} and ${x}.fingerprint = ${fp}`,
+};
+
+/** The downstream condition of a claim transition over the newest row version `l`. */
+const DOWNSTREAM = { none: " and l.downstream = 'none'", other: " and l.downstream <> 'none'", any: '' } as const;
+
+/** States as an SQL list of literals (they come from the transition table, never from input). */
+const list = (states: readonly string[]) => states.map((s) => `'${s}'`).join(',');
+
 /**
  * SQL text of the ledger's statements for one table. They run as named prepared statements
  * (see PostgresLedger), parsed and planned once per connection: unnamed, as behind a pooler in
@@ -11,11 +27,20 @@ export function ledgerStatements(table: string) {
   const now = (p: number) => `(now() + $${p}::int8 * interval '1 millisecond')`;
   /** A timestamp as whole milliseconds since the epoch, truncated (as a JS Date built from it). */
   const ms = (column: string) => `floor(extract(epoch from ${column}) * 1000)::int8`;
-  const claimable = (x: string, fp: string, n: string) => `(
-      (${x}.status = 'invalidated')
-      or (${x}.status = 'released' and ${x}.fingerprint = ${fp})
-      or (${x}.status in ('completed','failed') and ${x}.expires_at <= ${n})
-      or (${x}.status = 'locked' and ${x}.lease_expires_at <= ${n} and ${x}.fingerprint = ${fp}))`;
+  /** A claimable row: the OR of the guards of every claim transition of an existing row (see TRANSITIONS). */
+  const claimable = (x: string, fp: string, n: string) =>
+    `(${[...new Set(claimsOfExistingRows().map(({ spec }) => `(${x}.status in (${list(spec.from)}) and ${GUARDS[spec.guard](x, fp, n)})`))].join(' or ')})`;
+  /** The claim transition the upsert makes of the newest row version `l` (see TRANSITIONS). */
+  const claimTransition = `case ${claimsOfExistingRows()
+    .map(
+      ({ name, spec }) => `when l.status in (${list(spec.from)})${DOWNSTREAM[spec.downstream ?? 'any']} then '${name}'`,
+    )
+    .join(' ')} end`;
+  /** The upsert leaves the row unknown, not locked (a claim transition whose `to` is not `locked`). */
+  const claimToUnknown = `(${claimsOfExistingRows()
+    .filter(({ spec }) => spec.to !== 'locked')
+    .map(({ spec }) => `(l.status in (${list(spec.from)})${DOWNSTREAM[spec.downstream ?? 'any']})`)
+    .join(' or ')})`;
   const cols = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, last_transition`;
   const returning = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, last_transition, updated_at`;
   const N = now(15);
@@ -50,16 +75,12 @@ ins as (
   where not exists (select 1 from cur c where c.key = i.key and not ${claimable('c', 'c.want', N)})
   order by i.key
   on conflict (key) do update set
-    status = case when l.status = 'locked' and l.downstream = 'none' then 'unknown' else 'locked' end,
+    status = case when ${claimToUnknown} then 'unknown' else 'locked' end,
     epoch = l.epoch + 1,
-    lease_owner = case when l.status = 'locked' and l.downstream = 'none' then null else excluded.lease_owner end,
-    lease_expires_at = case when l.status = 'locked' and l.downstream = 'none' then null else excluded.lease_expires_at end,
-    last_transition = case l.status
-      when 'locked' then case when l.downstream = 'none' then 'takeover_unknown' else 'takeover' end
-      when 'released' then 'reclaimed'
-      when 'invalidated' then 'reclaimed_after_invalidation'
-      else 'reclaimed_after_expiry' end,
-    error = case when l.status = 'locked' and l.downstream = 'none'
+    lease_owner = case when ${claimToUnknown} then null else excluded.lease_owner end,
+    lease_expires_at = case when ${claimToUnknown} then null else excluded.lease_expires_at end,
+    last_transition = ${claimTransition},
+    error = case when ${claimToUnknown}
       then jsonb_build_object('code', 'IDEMPOTENCY_LEASE_EXPIRED', 'message',
         'the attempt holding epoch ' || l.epoch || ' lost its lease before recording an outcome; the downstream has no idempotent API or lookup')
       else null end,
@@ -71,11 +92,7 @@ ins as (
     job_id = excluded.job_id, queue = excluded.queue,
     task_id = coalesce(excluded.task_id, l.task_id), step_id = coalesce(excluded.step_id, l.step_id),
     updated_at = excluded.updated_at, claimed_at = excluded.claimed_at,
-    claim_transition = case l.status
-      when 'locked' then case when l.downstream = 'none' then 'takeover_unknown' else 'takeover' end
-      when 'released' then 'reclaimed'
-      when 'invalidated' then 'reclaimed_after_invalidation'
-      else 'reclaimed_after_expiry' end
+    claim_transition = ${claimTransition}
   where ${claimable('l', 'excluded.fingerprint', N)}
   returning ${returning}
 )

@@ -1,4 +1,5 @@
 import type { IdempotencyKey } from '../keys/idempotency-key.js';
+import type { AcquiringTransition } from './transitions.js';
 
 /**
  * Status of a ledger record. The seed's `locked | completed | failed`, plus `unknown` (the
@@ -77,7 +78,7 @@ export type ClaimOutcome =
       epoch: number;
       leaseExpiresAt: Date;
       /** How the claim came about: first claim, takeover of an expired lease, reclaim after release/expiry/invalidation. */
-      transition: Extract<Transition, 'claimed' | 'takeover' | `reclaimed${string}`>;
+      transition: AcquiringTransition;
       at: Date;
     }
   | { kind: 'completed'; key: string; epoch: number; result: unknown; completedAt: Date; expiresAt: Date; at: Date }
