@@ -18,12 +18,12 @@
  * The last line of stdout is one JSON object with the medians.
  */
 import { randomBytes } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { migrate } from '../src/db/migrate.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { drive } from './lib/drive.js';
 import { jsonLine } from './lib/json-line.js';
 import { rotated } from './lib/rounds.js';
 import { median, ratio } from './lib/stats.js';
@@ -132,31 +132,6 @@ function naiveVariant(pool: pg.Pool, sql: ReturnType<typeof naiveStatements>): V
       }
     },
   };
-}
-
-/**
- * Runs `op` for items 0..count-1 with `concurrency` loops pulling from a shared counter.
- * Returns operations per second. After the first error the loops stop pulling, and it is rethrown
- * once every loop has finished (so nothing is left running against a schema about to be dropped).
- */
-async function drive(count: number, concurrency: number, op: (i: number) => Promise<void>): Promise<number> {
-  let next = 0;
-  let failure: { error: unknown } | undefined;
-  const loop = async () => {
-    while (!failure && next < count) {
-      const i = next++;
-      try {
-        await op(i);
-      } catch (error) {
-        failure ??= { error };
-      }
-    }
-  };
-  const started = performance.now();
-  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, loop));
-  const seconds = (performance.now() - started) / 1000;
-  if (failure) throw failure.error;
-  return count / seconds;
 }
 
 /** Fresh pairs, then replays of the same keys. Items are built inside the timed loop, alike for both variants. */

@@ -45,7 +45,13 @@ export class PrivatePostgres {
     readonly port: number,
   ) {}
 
-  static async start(options: { maxConnections?: number } = {}): Promise<PrivatePostgres> {
+  /**
+   * @param options.settings server settings passed as `-c name=value` after the defaults (which
+   * turn fsync and full-page writes off for speed): a bench that measures WAL turns them on.
+   */
+  static async start(
+    options: { maxConnections?: number; settings?: Record<string, string | number> } = {},
+  ): Promise<PrivatePostgres> {
     const dir = mkdtempSync(join(tmpdir(), 'bqi-pg-'));
     chownSync(dir, 101, 104);
     const port = await freePort();
@@ -61,11 +67,15 @@ export class PrivatePostgres {
       '--no-sync',
     ]);
     db.maxConnections = options.maxConnections ?? 100;
+    db.settings = Object.entries(options.settings ?? {})
+      .map(([k, v]) => ` -c ${k}=${v}`)
+      .join('');
     await db.startAgain();
     return db;
   }
 
   private maxConnections = 100;
+  private settings = '';
 
   /** A connection URL of this cluster. */
   url(database = 'postgres', applicationName?: string): string {
@@ -85,7 +95,7 @@ export class PrivatePostgres {
       '-t',
       '60',
       '-o',
-      `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c max_connections=${this.maxConnections} -c fsync=off -c synchronous_commit=on -c full_page_writes=off`,
+      `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c max_connections=${this.maxConnections} -c fsync=off -c synchronous_commit=on -c full_page_writes=off${this.settings}`,
       'start',
     ]);
   }

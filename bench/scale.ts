@@ -1,0 +1,369 @@
+/**
+ * `npm run bench:scale`: what the ledger costs as it fills. At each size (completed rows already
+ * in `idempotency_ledger`, default 0, 1 M and 10 M) it measures, through the real ledger
+ * (PostgresLedger, named prepared statements, micro-batching, pool of 10, 50 operations in flight):
+ * - pairs/s: claim + complete of new keys (the first attempt of a job);
+ * - replay/s: claims of those keys again (served from the ledger);
+ * - sweep/s: expired rows the sweeper (sweepLedger) deletes per second while a claim load runs
+ *   beside it (its pairs/s is reported too);
+ * - bytes per row on disk (heap, TOAST and indexes: pg_total_relation_size / rows);
+ * - WAL bytes per fresh operation (pg_current_wal_lsn before and after the pairs), measured right
+ *   after a checkpoint: every page's first change then writes a full-page image, which on a table
+ *   much larger than shared_buffers is nearly every change: the cost at the start of each
+ *   checkpoint cycle.
+ *
+ * The rows are prefilled in SQL (generate_series, not through the library): copies of one row the
+ * ledger itself claimed and completed, with new random keys (hashes: claims land on random index
+ * pages, as real keys do), completed during the last 24 h with a 24 h retention; the oldest
+ * SCALE_EXPIRED of them (default 100,000, at most a tenth) already expired, for the sweeper. For
+ * a fill of more than 100,000 rows the indexes are dropped and rebuilt afterwards (minutes instead
+ * of an hour), then VACUUM ANALYZE: rebuilt indexes are packed (fillfactor 90), so bytes per row at
+ * the prefilled sizes are a little below a table grown by random inserts; the size-0 figure is of
+ * rows the ledger wrote itself.
+ *
+ * By default the bench starts a Postgres of its own (initdb in a temporary folder, fsync and
+ * full-page writes on, autovacuum on, shared_buffers 128 MB as the shared server) and removes it
+ * afterwards; SCALE_DATABASE_URL runs it against another server instead (autovacuum is switched on
+ * for the bench's table only; the schema is dropped at the end). Timings on a shared 2-core machine
+ * are noisy: reported, never asserted; within a size the pairs and replays alternate over rounds
+ * (median). Env: SCALE_ROWS (comma list, e.g. `0,100000`), SCALE_PAIRS (keys per round, 10,000),
+ * SCALE_ROUNDS (3), SCALE_EXPIRED. Ends with one JSON line per size, `{"bench":"scale",...}`.
+ */
+
+import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { migrate } from '../src/db/migrate.js';
+import { fingerprint } from '../src/fingerprint/fingerprint.js';
+import { sweepLedger } from '../src/jobs/ledger-sweeper.js';
+import type { IdempotencyKey } from '../src/keys/idempotency-key.js';
+import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { PrivatePostgres } from '../test/helpers/private-postgres.js';
+import { drive } from './lib/drive.js';
+import { jsonLine } from './lib/json-line.js';
+import { storedBytes } from './lib/pg-size.js';
+import { median } from './lib/stats.js';
+import { printTable } from './lib/table.js';
+
+const SIZES = (process.env.SCALE_ROWS ?? '0,1000000,10000000').split(',').map((s) => Number(s.trim()));
+const PAIRS = Number(process.env.SCALE_PAIRS ?? 10_000);
+const ROUNDS = Number(process.env.SCALE_ROUNDS ?? 3);
+const EXPIRED = Number(process.env.SCALE_EXPIRED ?? 100_000);
+const CONCURRENCY = 50;
+const POOL_SIZE = 10;
+const OPERATION = 'bench.scale';
+const NAMESPACE = 'bench/scale';
+const LEASE_MS = 60_000;
+const DAY_MS = 86_400_000;
+/** Rows per INSERT … SELECT of the fill (each one transaction). */
+const FILL_CHUNK = 1_000_000;
+const SCHEMA = 'bench_scale';
+const TABLE = `${SCHEMA}.idempotency_ledger`;
+const log = (s: string) => process.stderr.write(`${s}\n`);
+const run = randomBytes(3).toString('hex');
+const hex = (s: string) => createHash('md5').update(s).digest('hex');
+
+if (SIZES.some((n) => !Number.isSafeInteger(n) || n < 0)) throw new Error(`SCALE_ROWS: ${process.env.SCALE_ROWS}`);
+if ([...SIZES].sort((a, b) => a - b).join() !== SIZES.join()) throw new Error('SCALE_ROWS must be ascending');
+
+type Item = { key: IdempotencyKey; fp: string; result: { assetId: string } };
+
+/** Key `i` of a batch: a hash as resource key, like the prefilled rows. */
+function item(batch: string, i: number): Item {
+  const resourceKey = hex(`${run}:${batch}:${i}`);
+  return {
+    key: { namespace: NAMESPACE, resourceKey, version: 'v1' },
+    fp: fingerprint(OPERATION, { resourceKey }),
+    result: { assetId: `asset-${resourceKey.slice(0, 12)}` },
+  };
+}
+
+const claimOf = (it: Item) => ({
+  key: it.key,
+  operation: OPERATION,
+  fingerprint: it.fp,
+  leaseMs: LEASE_MS,
+  retentionMs: DAY_MS,
+  downstream: 'idempotent' as const,
+});
+
+async function fresh(ledger: PostgresLedger, it: Item): Promise<void> {
+  const claim = await ledger.claim(claimOf(it));
+  if (claim.kind !== 'acquired') throw new Error(`fresh claim of ${it.key.resourceKey} got ${claim.kind}`);
+  await ledger.complete(claim.key, claim.epoch, it.result);
+}
+
+async function replay(ledger: PostgresLedger, it: Item): Promise<void> {
+  const claim = await ledger.claim(claimOf(it));
+  const assetId = claim.kind === 'completed' ? (claim.result as { assetId?: unknown } | null)?.assetId : undefined;
+  if (assetId !== it.result.assetId) throw new Error(`replay of ${it.key.resourceKey} got ${claim.kind} ${assetId}`);
+}
+
+const rowCount = async (db: pg.Pool) => Number((await db.query(`select count(*) as n from ${TABLE}`)).rows[0].n);
+
+/**
+ * The prefill's expressions for the columns it changes; every other column is copied from the
+ * template row, so a column added to the ledger later is filled too. `g` is the row number, `a.h`
+ * its hash (the resource key), `a.at` when it completed (`__age` ago).
+ */
+function fillExpressions(expiredUpTo: number): Record<string, string> {
+  const age = `(case when g <= ${expiredUpTo} then interval '1 day' + (${expiredUpTo} - g) * interval '1 millisecond'
+    else random() * interval '1 day' end)`;
+  return {
+    key: 'replace(t.key, t.resource_key, a.h)',
+    resource_key: 'a.h',
+    fingerprint: 'left(reverse(a.h) || a.h, length(t.fingerprint))',
+    result: `jsonb_build_object('assetId', 'asset-' || left(a.h, 12))`,
+    created_at: 'a.at',
+    claimed_at: 'a.at',
+    updated_at: 'a.at',
+    completed_at: 'a.at',
+    expires_at: `a.at + interval '1 day'`,
+    __age: age,
+  };
+}
+
+/** Indexes of the ledger table, and the constraint each one backs (the primary key). */
+async function indexes(db: pg.Pool): Promise<{ name: string; def: string; constraint: string | null }[]> {
+  const res = await db.query(
+    `select (select relname from pg_class where oid = i.indexrelid) as name, pg_get_indexdef(i.indexrelid) as def, c.conname as constraint
+     from pg_index i left join pg_constraint c on c.conindid = i.indexrelid and c.conrelid = i.indrelid
+     where i.indrelid = $1::regclass`,
+    [TABLE],
+  );
+  return res.rows;
+}
+
+/** Adds `add` completed rows (see the header); the first `expired` of them already expired. */
+async function fill(db: pg.Pool, templateKey: string, add: number, expired: number): Promise<void> {
+  if (add <= 0) return;
+  const cols = (
+    await db.query(
+      `select column_name from information_schema.columns where table_schema = $1 and table_name = 'idempotency_ledger'
+       order by ordinal_position`,
+      [SCHEMA],
+    )
+  ).rows.map((r) => r.column_name as string);
+  const ex = fillExpressions(expired);
+  const select = cols.map((c) => ex[c] ?? `t.${c}`).join(', ');
+  const rebuild = add > 100_000 ? await indexes(db) : [];
+  for (const ix of rebuild) {
+    await db.query(
+      ix.constraint ? `alter table ${TABLE} drop constraint ${ix.constraint}` : `drop index ${SCHEMA}.${ix.name}`,
+    );
+  }
+  const started = performance.now();
+  for (let from = 1; from <= add; from += FILL_CHUNK) {
+    const to = Math.min(add, from + FILL_CHUNK - 1);
+    // Each fill hashes its own seed: keys never repeat a previous fill's.
+    const offset = `${run}-${Date.now()}`;
+    await db.query(
+      `insert into ${TABLE} (${cols.join(', ')})
+       select ${select}
+       from ${TABLE} t, generate_series($2::int8, $3::int8) g,
+         lateral (select md5('${offset}:' || g) as h, now() - ${ex.__age} as at) a
+       where t.key = $1`,
+      [templateKey, from, to],
+    );
+    log(
+      `  filled ${to.toLocaleString('en-US')} / ${add.toLocaleString('en-US')} rows (${((performance.now() - started) / 1000).toFixed(0)} s)`,
+    );
+  }
+  for (const ix of rebuild) {
+    const t0 = performance.now();
+    await db.query(ix.def);
+    if (ix.constraint) {
+      await db.query(`alter table ${TABLE} add constraint ${ix.constraint} primary key using index ${ix.name}`);
+    }
+    log(`  rebuilt ${ix.name} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
+  }
+  await db.query(`vacuum analyze ${TABLE}`);
+}
+
+const lsn = async (db: pg.Pool) => (await db.query('select pg_current_wal_lsn()::text as l')).rows[0].l as string;
+const walSince = async (db: pg.Pool, from: string) =>
+  Number((await db.query('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1) as b', [from])).rows[0].b);
+
+type SizeResult = {
+  rows: number;
+  pairs: number[];
+  replays: number[];
+  walPerOp: number;
+  walAfterCheckpoint: number;
+  bytesPerRow: number;
+  sweepPerSec: number | null;
+  pairsDuringSweep: number | null;
+  deadTuples: number;
+};
+
+async function measure(db: pg.Pool, ledger: PostgresLedger, size: number): Promise<SizeResult> {
+  const rows = await rowCount(db);
+  const pairs: number[] = [];
+  const replays: number[] = [];
+  const wal: number[] = [];
+  // One checkpoint per size: round 1 starts a checkpoint cycle (full-page images of every page it
+  // touches first), later rounds run on as the cycle goes (another checkpoint may come meanwhile).
+  await db.query('checkpoint');
+  for (let r = 0; r < ROUNDS; r++) {
+    const batch = `s${size}-r${r}`;
+    const before = await lsn(db);
+    pairs.push(await drive(PAIRS, CONCURRENCY, (i) => fresh(ledger, item(batch, i))));
+    wal.push((await walSince(db, before)) / PAIRS);
+    replays.push(await drive(PAIRS, CONCURRENCY, (i) => replay(ledger, item(batch, i))));
+    log(
+      `  round ${r + 1}: pairs ${Math.round(pairs[r]!)}/s, replay ${Math.round(replays[r]!)}/s, WAL ${Math.round(wal[r]!)} B/op`,
+    );
+  }
+  const after = await rowCount(db);
+  if (after !== rows + ROUNDS * PAIRS)
+    throw new Error(`${after} rows after the rounds, expected ${rows + ROUNDS * PAIRS}`);
+  const stored = await storedBytes(db, SCHEMA, ['idempotency_ledger']);
+  const split = (
+    await db.query(`select pg_table_size($1::regclass) as heap, pg_indexes_size($1::regclass) as idx`, [TABLE])
+  ).rows[0];
+  const perIndex = await db.query(
+    `select indexrelname as name, pg_relation_size(indexrelid) as bytes from pg_stat_user_indexes
+     where schemaname = $1 and relname = 'idempotency_ledger' order by indexrelname`,
+    [SCHEMA],
+  );
+  log(
+    `  on disk: heap ${Math.round(split.heap / after)} B/row, indexes ${Math.round(split.idx / after)} B/row (${perIndex.rows.map((r) => `${r.name} ${Math.round(r.bytes / after)}`).join(', ')})`,
+  );
+
+  // The sweeper against the expired rows, a claim load beside it.
+  const expired = Number(
+    (await db.query(`select count(*) as n from ${TABLE} where expires_at <= now() and status = 'completed'`)).rows[0].n,
+  );
+  let sweepPerSec: number | null = null;
+  let pairsDuringSweep: number | null = null;
+  if (expired > 0) {
+    let sweeping = true;
+    const load = drive(
+      Number.POSITIVE_INFINITY,
+      CONCURRENCY,
+      (i) => fresh(ledger, item(`s${size}-sweep`, i)),
+      () => !sweeping,
+    );
+    const t0 = performance.now();
+    const swept = await sweepLedger(ledger, { batchSize: 1000, maxBatches: 1_000_000 }).finally(() => {
+      sweeping = false;
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    pairsDuringSweep = await load;
+    // Rows keep expiring while it runs (the oldest of the last 24 h): at least those counted before.
+    if (swept.deleted < expired) throw new Error(`the sweeper deleted ${swept.deleted} of ${expired} expired rows`);
+    sweepPerSec = swept.deleted / seconds;
+    log(`  sweep: ${swept.deleted} rows in ${seconds.toFixed(1)} s, pairs beside it ${Math.round(pairsDuringSweep)}/s`);
+  }
+  const dead = await db.query(
+    `select n_dead_tup as n from pg_stat_user_tables where schemaname = $1 and relname = 'idempotency_ledger'`,
+    [SCHEMA],
+  );
+  return {
+    rows: after,
+    pairs,
+    replays,
+    walPerOp: median(wal),
+    walAfterCheckpoint: wal[0]!,
+    bytesPerRow: stored.total / after,
+    sweepPerSec,
+    pairsDuringSweep,
+    deadTuples: Number(dead.rows[0]?.n ?? 0),
+  };
+}
+
+function freeDisk(): string {
+  try {
+    return execFileSync('df', ['-h', '--output=avail', tmpdir()], { encoding: 'utf8' }).trim().split('\n').pop() ?? '?';
+  } catch {
+    return '?';
+  }
+}
+
+async function main(): Promise<void> {
+  const external = process.env.SCALE_DATABASE_URL;
+  log(`bench scale: sizes ${SIZES.join(', ')}; ${PAIRS} keys x ${ROUNDS} rounds; free disk ${freeDisk()}`);
+  const server = external
+    ? undefined
+    : await PrivatePostgres.start({
+        settings: {
+          fsync: 'on',
+          full_page_writes: 'on',
+          autovacuum: 'on',
+          shared_buffers: '128MB',
+          max_wal_size: '1GB',
+        },
+      });
+  const url = external ?? server!.url();
+  const db = new pg.Pool({ connectionString: url, max: 2 });
+  let ledger: PostgresLedger | undefined;
+  try {
+    if (external) await db.query(`drop schema if exists ${SCHEMA} cascade`);
+    await migrate({ connectionString: url, schema: SCHEMA });
+    await db.query(`alter table ${TABLE} set (autovacuum_enabled = true)`);
+    const settings = (
+      await db.query(
+        `select string_agg(name || '=' || setting, ', ' order by name) as s from pg_settings
+         where name in ('autovacuum','fsync','full_page_writes','shared_buffers','synchronous_commit','max_wal_size')`,
+      )
+    ).rows[0].s;
+    log(`  server: ${settings}`);
+    ledger = new PostgresLedger({ connectionString: url, schema: SCHEMA, poolSize: POOL_SIZE });
+    // The template: one row as the ledger writes it.
+    const tpl = item('template', 0);
+    await fresh(ledger, tpl);
+    const templateKey = (await db.query(`select key from ${TABLE} limit 1`)).rows[0].key as string;
+    // Warm-up (connections, prepared statements); its rows stay, as the template does.
+    await drive(1000, CONCURRENCY, (i) => fresh(ledger!, item('warmup', i)));
+    const results: SizeResult[] = [];
+    for (const size of SIZES) {
+      const have = await rowCount(db);
+      const add = size - have;
+      log(`size ${size.toLocaleString('en-US')}: filling ${Math.max(0, add).toLocaleString('en-US')} rows...`);
+      await fill(db, templateKey, add, Math.min(EXPIRED, Math.floor(add / 10)));
+      const res = await measure(db, ledger, size);
+      results.push(res);
+      log(
+        `  ${res.rows} rows: ${Math.round(res.bytesPerRow)} B/row, WAL ${Math.round(res.walPerOp)} B/op, ${res.deadTuples} dead tuples; free disk ${freeDisk()}`,
+      );
+    }
+    const fmt = (x: number | null) => (x === null ? '-' : String(Math.round(x)));
+    printTable(
+      ['rows', 'pairs/s', 'replay/s', 'bytes/row', 'WAL B/op', '(round 1)', 'sweep rows/s', 'pairs/s beside sweep'],
+      results.map((r) => [
+        r.rows.toLocaleString('en-US'),
+        `${r.pairs.map((x) => Math.round(x)).join(' / ')} (${fmt(median(r.pairs))})`,
+        `${r.replays.map((x) => Math.round(x)).join(' / ')} (${fmt(median(r.replays))})`,
+        fmt(r.bytesPerRow),
+        fmt(r.walPerOp),
+        fmt(r.walAfterCheckpoint),
+        fmt(r.sweepPerSec),
+        fmt(r.pairsDuringSweep),
+      ]),
+    );
+    for (const r of results) {
+      jsonLine('scale', {
+        rows: r.rows,
+        pairs_per_s: Math.round(median(r.pairs)),
+        replay_per_s: Math.round(median(r.replays)),
+        bytes_per_row: Math.round(r.bytesPerRow),
+        wal_per_op: Math.round(r.walPerOp),
+        wal_per_op_after_checkpoint: Math.round(r.walAfterCheckpoint),
+        sweep_per_s: r.sweepPerSec === null ? null : Math.round(r.sweepPerSec),
+        pairs_beside_sweep_per_s: r.pairsDuringSweep === null ? null : Math.round(r.pairsDuringSweep),
+      });
+    }
+  } finally {
+    await ledger?.close().catch(() => {});
+    if (external) await db.query(`drop schema if exists ${SCHEMA} cascade`).catch((e) => log(String(e)));
+    await db.end();
+    await server?.destroy();
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});
