@@ -1,7 +1,6 @@
 export { type AuditEvent, auditEventSchema, eventIdFor, redactionReceiptSchema } from './audit/audit-event.js';
 export { AuditStore, type AuditStoreOptions, type WriteBatchResult } from './audit/audit-store.js';
 export type { DeadLetterReason } from './audit/dead-letter-reason.js';
-export { eventsForRecord } from './audit/derive.js';
 export {
   AUDIT_JOB_NAME,
   AuditEmitter,
@@ -9,7 +8,6 @@ export {
   type AuditRedactor,
   DEFAULT_MAX_EVENT_BYTES,
 } from './audit/emitter.js';
-export { auditEventFromWrapper } from './audit/from-wrapper.js';
 export { AuditEventNotDurableError } from './audit/not-durable-error.js';
 export { auditRedactor } from './audit/redact-event.js';
 export { buildTimeline, renderTimeline, type Timeline, type TimelineAttempt, timeline } from './audit/timeline.js';
@@ -81,9 +79,7 @@ export {
   type ReconcileOutcome,
 } from './operation/define-operation.js';
 export type { Duration } from './operation/duration.js';
-export { ENVELOPE_FIELD } from './operation/envelope.js';
 export {
-  BULLMQ_DEFAULTS,
   type RetryJobOptions,
   type RetryWindowOptions,
   retryWindowMs,
@@ -123,6 +119,8 @@ export {
 } from './sealing/keyring.js';
 export { openRecordedError, type SealedErrorText } from './sealing/sealed-error.js';
 export { isSealedResult, SEALED_FIELD, type SealedResult, unseal } from './sealing/sealed-result.js';
+export type { Logger } from './shared/logger.js';
+export type { AuditSink, WrapperEvent, WrapperEventType } from './shared/wrapper-event.js';
 export type {
   ClaimOptions,
   ClaimOutcome,
@@ -138,14 +136,5 @@ export type {
 } from './types.js';
 export type { IdempotentProcessor } from './worker/attempt.js';
 export { LeaseLostError } from './worker/lease-keeper.js';
-export type {
-  AuditSink,
-  DecisionInput,
-  Logger,
-  ProcessorContext,
-  StepContext,
-  WithIdempotencyOptions,
-  WrapperEvent,
-  WrapperEventType,
-} from './worker/types.js';
+export type { DecisionInput, ProcessorContext, StepContext, WithIdempotencyOptions } from './worker/types.js';
 export { withIdempotency } from './worker/with-idempotency.js';

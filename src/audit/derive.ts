@@ -1,7 +1,7 @@
 import { boundedKey } from '../keys/idempotency-key.js';
 import { TRANSITIONS, type TransitionSpec } from '../ledger/transitions.js';
 import type { LedgerRecord } from '../ledger/types.js';
-import type { WrapperEvent } from '../worker/types.js';
+import type { WrapperEvent } from '../shared/wrapper-event.js';
 import type { AuditEvent } from './audit-event.js';
 import { auditEventFromWrapper } from './from-wrapper.js';
 

@@ -5,7 +5,8 @@ import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { storable } from '../db/storable.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
-import type { Logger, WrapperEvent } from '../worker/types.js';
+import type { Logger } from '../shared/logger.js';
+import type { WrapperEvent } from '../shared/wrapper-event.js';
 import type { AuditEvent } from './audit-event.js';
 import { auditBatchJob, splitOversized } from './batch-codec.js';
 import { parseAuditEvent } from './check-event.js';
@@ -14,12 +15,12 @@ import { type DeadLetterReason, formatReason, invalidEventReason } from './dead-
 import { auditEventFromWrapper } from './from-wrapper.js';
 import { AuditEventNotDurableError } from './not-durable-error.js';
 import { writeOutboxBatch } from './outbox.js';
+import type { AuditRedactor } from './redact-event.js';
+
+export type { AuditRedactor } from './redact-event.js';
 
 /** Largest audit event, as JSON bytes, the emitter sends: 256 KiB (a batch of 500 stays far below the writer's 64 MiB). */
 export const DEFAULT_MAX_EVENT_BYTES = 256 * 1024;
-
-/** Scrubs an event before it leaves the process (Redis is storage too). */
-export type AuditRedactor = (event: AuditEvent) => AuditEvent;
 
 export type AuditEmitterOptions = {
   /** The BullMQ audit queue the writer consumes. */

@@ -1,5 +1,5 @@
 import { statusAfterEvent, TRANSITION_EVENTS, TRANSITION_NAMES, TRANSITIONS } from '../ledger/transitions.js';
-import type { WrapperEvent, WrapperEventType } from '../worker/types.js';
+import type { WrapperEvent, WrapperEventType } from '../shared/wrapper-event.js';
 import { type AuditEvent, eventIdFor } from './audit-event.js';
 
 /** The ledger status an event leaves behind (for the state refs): a transition's, or a replay's. */

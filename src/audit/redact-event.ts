@@ -5,7 +5,6 @@ import { mergeReceipts, ReceiptBuilder, type RedactionReceipt } from '../redacti
 import { redactDetails } from '../redaction/redact-details.js';
 import type { AuditEvent } from './audit-event.js';
 import { boundFields } from './bound-fields.js';
-import type { AuditRedactor } from './emitter.js';
 import {
   isActionName,
   isCode,
@@ -16,6 +15,9 @@ import {
   isStateRef,
   isTypeName,
 } from './identifier-grammar.js';
+
+/** Scrubs an event before it leaves the process (Redis is storage too). */
+export type AuditRedactor = (event: AuditEvent) => AuditEvent;
 
 /** The clear-text fields of an event, each with its grammar (see identifier-grammar). */
 type TextField =

@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import type { Logger } from '../worker/types.js';
+import type { Logger } from '../shared/logger.js';
 import { AUDIT_JOB_NAME } from './batch-codec.js';
 
 /** Failed jobs read per page. */

@@ -4,7 +4,7 @@ import { parentKeyOf } from '../audit/derive.js';
 import { auditEventFromWrapper } from '../audit/from-wrapper.js';
 import type { LedgerRecord, LedgerStatus, WriteReceipt } from '../ledger/types.js';
 import { DEFAULT_REDACTION_POLICY, redactString } from '../redaction/index.js';
-import type { WrapperEvent } from '../worker/types.js';
+import type { WrapperEvent } from '../shared/wrapper-event.js';
 import { CliError, EXIT } from './errors.js';
 
 /** Longest operator reason kept in an audit event (it is free text: short, scanned, bounded). */

@@ -9,7 +9,7 @@ import { redriveFailedAuditBatches } from '../audit/redrive-failed.js';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { scanLedger } from '../ledger/scans.js';
-import type { Logger } from '../worker/types.js';
+import type { Logger } from '../shared/logger.js';
 
 export const DEFAULT_BACKFILL_QUEUE = 'bullmq-idempotency-backfill';
 

@@ -10,7 +10,7 @@ import {
 import { isTransientError } from '../audit/transient-error.js';
 import { errorLabel } from '../errors/clean-name.js';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
-import type { Logger } from '../worker/types.js';
+import type { Logger } from '../shared/logger.js';
 
 export const DEFAULT_AUDIT_QUEUE = 'bullmq-idempotency-audit';
 

@@ -5,7 +5,7 @@ import { errorLabel } from '../errors/clean-name.js';
 import { IllegalTransitionError, StaleEpochError } from '../errors/errors.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import { findStaleLocks, type StaleLock } from '../ledger/stale-locks.js';
-import type { Logger } from '../worker/types.js';
+import type { Logger } from '../shared/logger.js';
 
 export const DEFAULT_SWEEPER_QUEUE = 'bullmq-idempotency-sweeper';
 export const SWEEPER_SCHEDULER_ID = 'ledger-sweeper';

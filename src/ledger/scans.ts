@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { checkSchema } from '../db/connection.js';
-import type { LedgerRecord, LedgerStatus } from '../types.js';
 import { toRecord } from './postgres-ledger.js';
+import type { LedgerRecord, LedgerStatus } from './types.js';
 
 /**
  * A keyset position in the ledger's (updated_at, key) order. `at` travels as Postgres text: a JS

@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { z } from 'zod';
 import { IdempotencyConfigError, InvalidInputError, MissingIdempotencyKeyError } from '../errors/errors.js';
+import { zodIssues } from '../errors/zod-issues.js';
 import { keyedFingerprint } from '../fingerprint/keyed-fingerprint.js';
 import { type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import type { Downstream } from '../ledger/types.js';
@@ -175,12 +176,8 @@ export function defineOperation<S extends z.ZodType, R = unknown, const P extend
       // The processor's own value is recorded, exactly: the schema checks it, never rewrites it.
       return value as R;
     },
-    enqueue: (queue, input, options) => enqueue(op as unknown as Operation, queue, input, options),
-    enqueueBulk: (queue, items) => enqueueBulk(op as unknown as Operation, queue, items),
+    enqueue: (queue, input, options) => enqueue(op, queue, input, options),
+    enqueueBulk: (queue, items) => enqueueBulk(op, queue, items),
   };
   return op;
-}
-
-export function zodIssues(error: z.ZodError): { path: string; message: string; code: string }[] {
-  return error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message, code: i.code }));
 }

@@ -2,11 +2,28 @@ import type { JobState, JobsOptions, Queue } from 'bullmq';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import { sha256 } from '../fingerprint/sha256.js';
 import { boundedKey, type IdempotencyKey } from '../keys/idempotency-key.js';
-import type { Operation } from '../operation/define-operation.js';
 import { ENVELOPE_FIELD, type JobEnvelope } from '../operation/envelope.js';
-import { assertRetentionCovers, retryWindowMs, type WorkerTiming } from '../operation/retry-window.js';
+import {
+  assertRetentionCovers,
+  type RetryWindowOptions,
+  retryWindowMs,
+  type WorkerTiming,
+} from '../operation/retry-window.js';
 import type { Keyring } from '../sealing/keyring.js';
 import { sealInput } from '../sealing/sealed-input.js';
+
+/**
+ * What the producer needs of an operation (a defined `Operation` is one): its name, how to
+ * validate input and make its key, its retention and retry window, and the fields it seals.
+ */
+export type EnqueueableOperation = {
+  readonly name: string;
+  readonly sensitiveInput: readonly string[];
+  readonly retentionMs: number;
+  readonly retryWindow: RetryWindowOptions;
+  parseInput(raw: unknown): unknown;
+  keyFor(input: unknown, resourceKey?: string): IdempotencyKey;
+};
 
 export type EnqueueOptions = {
   /** The intended operation's identity, e.g. `task:42`; defaults to the operation's `resourceKey(input)`. */
@@ -50,7 +67,7 @@ export function jobIdFor(key: IdempotencyKey | string): string {
   return `idem_${sha256(typeof key === 'string' ? key : boundedKey(key), 'base64url')}`;
 }
 
-function prepare<I>(op: Operation, queue: Queue, input: I, options: EnqueueOptions = {}) {
+function prepare<I>(op: EnqueueableOperation, queue: Queue, input: I, options: EnqueueOptions = {}) {
   if (options.jobOptions && 'jobId' in options.jobOptions) {
     throw new IdempotencyConfigError('jobId is derived from the idempotency key; do not set it', { option: 'jobId' });
   }
@@ -112,7 +129,7 @@ async function outcomes(
  * if (!r.added) console.log(`already enqueued: job ${r.jobId} is ${r.state}`);
  */
 export async function enqueue<I>(
-  op: Operation,
+  op: EnqueueableOperation,
   queue: Queue,
   input: I,
   options?: EnqueueOptions,
@@ -127,7 +144,7 @@ export async function enqueue<I>(
 
 /** {@link enqueue} for many operations in one atomic `addBulk`; one result per item, in order. */
 export async function enqueueBulk<I>(
-  op: Operation,
+  op: EnqueueableOperation,
   queue: Queue,
   items: { input: I; options?: EnqueueOptions }[],
 ): Promise<EnqueueResult[]> {

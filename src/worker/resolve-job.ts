@@ -1,7 +1,8 @@
 import type { Job } from 'bullmq';
 import { InvalidInputError } from '../errors/errors.js';
+import { zodIssues } from '../errors/zod-issues.js';
 import { type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
-import { type Operation, zodIssues } from '../operation/define-operation.js';
+import type { Operation } from '../operation/define-operation.js';
 import { ENVELOPE_FIELD, envelopeSchema, looksLikeEnvelope } from '../operation/envelope.js';
 import type { Keyring } from '../sealing/keyring.js';
 import { openInput } from '../sealing/sealed-input.js';

@@ -4,67 +4,11 @@ import type { IdempotencyKey } from '../keys/idempotency-key.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import type { RetryJobOptions, WorkerTiming } from '../operation/retry-window.js';
 import type { Keyring } from '../sealing/keyring.js';
+import type { Logger } from '../shared/logger.js';
+import type { AuditSink } from '../shared/wrapper-event.js';
 
-/** A pino-compatible logger; the library logs nothing when none is given. */
-export type Logger = {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-};
-
-/** Ledger transitions and decisions the wrapper reports, for the audit trail. */
-export type WrapperEventType =
-  | 'claimed'
-  | 'takeover'
-  | 'replayed'
-  | 'conflict'
-  | 'in_progress'
-  | 'completed'
-  | 'failed'
-  | 'released'
-  | 'unknown'
-  | 'missing_key'
-  | 'invalid_input'
-  | 'stale_completion'
-  | 'reconciled'
-  | 'invalidated'
-  | 'resolved'
-  | 'swept'
-  | 'decision';
-
-export type WrapperEvent = {
-  type: WrapperEventType;
-  operation: string;
-  /** Bounded key string, when known (a step's own key for step events). */
-  key?: string;
-  /** For step events: the key of the operation the step belongs to. */
-  parentKey?: string;
-  epoch?: number;
-  /** Database time of the transition, when the ledger reported one. */
-  at?: Date;
-  decision: 'allow' | 'deny' | 'pending_confirmation';
-  reasonCode?: string;
-  jobId?: string;
-  queue?: string;
-  taskId?: string;
-  stepId?: string;
-  attemptsMade: number;
-  attemptsStarted: number;
-  stalledCounter: number;
-  /** For `decision` events: the processor's own tool decision. */
-  details?: Record<string, unknown>;
-  /** For `decision` events: its order within the attempt. */
-  seq?: number;
-};
-
-/**
- * Where the wrapper sends its events (the audit emitter implements it). `emit` may return a
- * promise that resolves once the event is durable; the wrapper waits for it only for tool
- * decisions (`ctx.audit()`), never for its own transition events, which the ledger records.
- * (A union, so that a sink whose `emit` returns anything else, as `(e) => events.push(e)`, still fits.)
- */
-export type AuditSink = { emit(event: WrapperEvent): void } | { emit(event: WrapperEvent): Promise<void> };
+export type { Logger } from '../shared/logger.js';
+export type { AuditSink, WrapperEvent, WrapperEventType } from '../shared/wrapper-event.js';
 
 /**
  * A tool decision a processor records through `ctx.audit()`. Fields past their bounds are
