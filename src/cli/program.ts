@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { defaultActor, MAX_ACTOR_LENGTH } from './actor.js';
 import type { BackfillCommandOptions } from './commands/backfill.js';
+import type { ConfirmationsListOptions, ConfirmCommandOptions } from './commands/confirm.js';
 import type { InspectCommandOptions, InvalidateCommandOptions, ResolveCommandOptions } from './commands/ledger.js';
 import type { ListCommandOptions } from './commands/list.js';
 import type { CliContext, Output } from './context.js';
@@ -242,6 +243,46 @@ Examples:
     .action(async (key: string, opts: ResolveCommandOptions) => {
       const { resolveCommand } = await import('./commands/ledger.js');
       await withContext((ctx) => resolveCommand(ctx, key, opts));
+    });
+
+  const confirmations = program
+    .command('confirmations')
+    .description('confirmation requests of ctx.confirm(): what waits for a person, and the answers');
+  confirmations
+    .command('list')
+    .description('the requests in id order (--pending: only those waiting); details stay sealed')
+    .option('--pending', 'only the requests waiting for an answer')
+    .option('--limit <n>', 'rows at most', parsePositiveIntArg, LIST_LIMIT)
+    .option('--after <id>', 'the next page: requests after this id (the last one shown)')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: ConfirmationsListOptions) => {
+      const { confirmationsListCommand } = await import('./commands/confirm.js');
+      await withContext((ctx) => confirmationsListCommand(ctx, opts));
+    });
+
+  program
+    .command('confirm')
+    .description('answer a confirmation request once (audited as a user decision) and wake the waiting job')
+    .argument('<id>', 'the request id (cf-12), as `confirmations list` shows it')
+    .addOption(new Option('--approve', 'yes: ctx.confirm() returns approved').conflicts('deny'))
+    .addOption(new Option('--deny', 'no: ctx.confirm() returns a denial'))
+    .requiredOption('--reason <text>', REASON_HELP, parseReasonArg)
+    .option('--actor <id>', 'who answers, for the audit trail', parseActorArg, defaultActor())
+    .option('--json', 'machine-readable output')
+    .addHelpText(
+      'after',
+      `
+An answer is recorded once: the same answer again changes nothing (exit 0); a different one, or
+any answer after the request timed out, is refused (exit 6). With REDIS_URL the waiting jobs are
+promoted at once; otherwise they find the answer at their next re-check.
+
+Examples:
+  $ bullmq-idempotency confirmations list --pending
+  $ bullmq-idempotency confirm cf-12 --approve --reason 'invoice 881 checked' --actor alice`,
+    )
+    .action(async (id: string, opts: ConfirmCommandOptions) => {
+      const { confirmCommand } = await import('./commands/confirm.js');
+      await withContext((ctx) => confirmCommand(ctx, id, opts));
     });
 
   program

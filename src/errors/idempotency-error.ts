@@ -17,6 +17,14 @@ export const ERROR_CODES = {
   invalidInput: 'IDEMPOTENCY_INVALID_INPUT',
   sealKeyUnknown: 'IDEMPOTENCY_SEAL_KEY_UNKNOWN',
   sealInvalid: 'IDEMPOTENCY_SEAL_INVALID',
+  /** No confirmation request has this id. */
+  confirmationNotFound: 'IDEMPOTENCY_CONFIRMATION_NOT_FOUND',
+  /** The confirmation already has a different answer (the same answer again is accepted). */
+  confirmationAnswered: 'IDEMPOTENCY_CONFIRMATION_ANSWERED',
+  /** The confirmation was not answered in time (an answer after that is refused; `onTimeout: 'fail'` fails with it). */
+  confirmationTimedOut: 'IDEMPOTENCY_CONFIRMATION_TIMED_OUT',
+  /** A person (or `onTimeout: 'deny'`) said no; the code a denied operation fails with. */
+  confirmationDenied: 'IDEMPOTENCY_CONFIRMATION_DENIED',
 } as const;
 
 export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];

@@ -8,7 +8,7 @@ import type { Downstream } from '../ledger/types.js';
 import { type EnqueueOptions, type EnqueueResult, enqueue, enqueueBulk } from '../producer/enqueue.js';
 import type { Keyring } from '../sealing/keyring.js';
 import { type Duration, toMs } from './duration.js';
-import type { RetryWindowOptions } from './retry-window.js';
+import { assertRetentionCovers, type RetryWindowOptions, retryWindowMs } from './retry-window.js';
 
 /** What a reconcile hook found out about an earlier attempt whose outcome is ambiguous. */
 export type ReconcileOutcome = { committed: true; result: unknown } | { committed: false } | { committed: 'unknown' };
@@ -73,6 +73,13 @@ export type OperationDefinition<S extends z.ZodType, R = unknown> = {
   sensitiveInput?: readonly string[];
   /** Extra parts of the retry window: a custom backoff's longest delay, an operator replay window. */
   retryWindow?: { customBackoffMax?: Duration; operatorReplay?: Duration };
+  /**
+   * The longest `timeout` a `ctx.confirm()` of this operation may ask for. It is part of the retry
+   * window, so retention must cover it: the steps done before a confirmation, and the request
+   * itself, are still protected when the answer comes at the last moment. Without it, each
+   * `ctx.confirm()` checks its own timeout against retention when it is called.
+   */
+  maxConfirmationTimeout?: Duration;
 };
 
 /** A defined operation: validation, key and fingerprint, and the producer helpers. */
@@ -87,6 +94,8 @@ export type Operation<S extends z.ZodType = z.ZodType, R = unknown, P extends st
   readonly leaseMs: number;
   readonly retentionMs: number;
   readonly retryWindow: RetryWindowOptions;
+  /** See `maxConfirmationTimeout`; undefined when the operation declares none. */
+  readonly maxConfirmationTimeoutMs: number | undefined;
   readonly definition: OperationDefinition<S, R>;
   /** Validates raw input; throws {@link InvalidInputError}. */
   parseInput(raw: unknown): z.output<S>;
@@ -128,6 +137,13 @@ export function defineOperation<S extends z.ZodType, R = unknown, const P extend
   if (def.retryWindow?.operatorReplay !== undefined) {
     retryWindow.operatorReplayMs = toMs(def.retryWindow.operatorReplay, 'retryWindow.operatorReplay');
   }
+  const maxConfirmationTimeoutMs =
+    def.maxConfirmationTimeout === undefined ? undefined : toMs(def.maxConfirmationTimeout, 'maxConfirmationTimeout');
+  if (maxConfirmationTimeoutMs !== undefined) {
+    retryWindow.confirmationTimeoutMs = maxConfirmationTimeoutMs;
+    // Refused now rather than at the first job: even one attempt with BullMQ's defaults waits this long.
+    assertRetentionCovers(def.name, retentionMs, retryWindowMs({}, {}, retryWindow));
+  }
   // Validate the version once, through the key schema, so a bad version fails at definition.
   parseIdempotencyKey({ namespace: 'n', resourceKey: 'r', version: def.version });
 
@@ -154,6 +170,7 @@ export function defineOperation<S extends z.ZodType, R = unknown, const P extend
     leaseMs,
     retentionMs,
     retryWindow,
+    maxConfirmationTimeoutMs,
     definition: def,
     parseInput(raw) {
       const parsed = def.input.safeParse(raw);

@@ -23,6 +23,8 @@ export type RetryWindowOptions = {
   customBackoffMaxMs?: number;
   /** How long after an attempt an operator may re-run the job (job.retry, queue.retryJobs). */
   operatorReplayMs?: number;
+  /** Longest wait for a confirmation (`ctx.confirm`'s timeout): the job may run again that much later. */
+  confirmationTimeoutMs?: number;
 };
 
 export const BULLMQ_DEFAULTS = { lockDuration: 30_000, stalledInterval: 30_000, maxStalledCount: 1 } as const;
@@ -30,7 +32,8 @@ export const BULLMQ_DEFAULTS = { lockDuration: 30_000, stalledInterval: 30_000, 
 /**
  * The longest time from the first attempt to the last one BullMQ may still start for a job:
  * its initial delay, every backoff (at its maximum: jitter only shortens), every stall
- * redelivery (a lock expiring, then a stalled check) and the operator replay window.
+ * redelivery (a lock expiring, then a stalled check), the operator replay window and the longest
+ * wait for a confirmation.
  * Retention shorter than this lets a permitted late retry find no record and run again.
  */
 export function retryWindowMs(job: RetryJobOptions, worker: WorkerTiming = {}, opts: RetryWindowOptions = {}): number {
@@ -55,6 +58,7 @@ export function retryWindowMs(job: RetryJobOptions, worker: WorkerTiming = {}, o
   // Each stall redelivery waits for the lock to expire and for the next stalled check.
   total += stalls * (lock + stalled);
   total += Math.max(0, opts.operatorReplayMs ?? 0);
+  total += Math.max(0, opts.confirmationTimeoutMs ?? 0);
   return total;
 }
 

@@ -1,0 +1,151 @@
+import type pg from 'pg';
+import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
+import { ConfirmationNotFoundError } from './errors.js';
+import { confirmationStatements } from './statements.js';
+import type { Confirmation, ConfirmationStatus, ConfirmationWaiter } from './types.js';
+
+type Row = Record<string, unknown>;
+
+/** What a new request records (the id, the times and the status are the database's). */
+export type NewConfirmation = {
+  operationKey: string;
+  name: string;
+  operation: string;
+  reason: string;
+  /** Sealed details, or undefined. */
+  details?: string;
+  onTimeout: 'deny' | 'fail';
+  timeoutMs: number;
+  taskId?: string;
+  jobId?: string;
+  queue?: string;
+  epoch: number;
+};
+
+const ID = /^cf-([1-9][0-9]{0,17})$/;
+
+/** The row number behind a `cf-<n>` id; a {@link ConfirmationNotFoundError} for anything else. */
+export function confirmationNumber(id: string): string {
+  const m = ID.exec(id.trim());
+  if (!m) throw new ConfirmationNotFoundError({ id });
+  return m[1] as string;
+}
+
+/**
+ * The confirmation requests in Postgres (`idempotency_confirmations`). Knows nothing of BullMQ or
+ * the audit trail; every time decision is the database's.
+ */
+export class ConfirmationStore {
+  private readonly sql: ReturnType<typeof confirmationStatements>;
+
+  constructor(
+    readonly pool: pg.Pool,
+    readonly schema: string = DEFAULT_SCHEMA,
+  ) {
+    this.sql = confirmationStatements(`${checkSchema(schema)}.idempotency_confirmations`);
+  }
+
+  /** Gets the request of (operation key, name), creating it if there is none. */
+  async request(req: NewConfirmation): Promise<Confirmation & { created: boolean }> {
+    const values = [
+      req.operationKey,
+      req.name,
+      req.operation,
+      req.reason,
+      req.details === undefined ? null : JSON.stringify(req.details),
+      req.onTimeout,
+      req.timeoutMs,
+      req.taskId ?? null,
+      req.jobId ?? null,
+      req.queue ?? null,
+      req.epoch,
+    ];
+    // A concurrent creator's row is invisible to the statement that lost the insert: ask again.
+    for (let round = 0; round < 5; round++) {
+      const row = (await this.pool.query(this.sql.request, values)).rows[0] as Row | undefined;
+      if (row) return { ...toConfirmation(row), created: row.created === true };
+    }
+    throw new Error(`confirmation ${req.name} of ${req.operationKey} could not be read back`);
+  }
+
+  /** The request with this id; {@link ConfirmationNotFoundError} when there is none. */
+  async get(id: string): Promise<Confirmation> {
+    const row = (await this.pool.query(this.sql.get, [confirmationNumber(id)])).rows[0] as Row | undefined;
+    if (!row) throw new ConfirmationNotFoundError({ id });
+    return toConfirmation(row);
+  }
+
+  /** Records an answer; undefined when the request is no longer pending or its time has run out. */
+  async answer(
+    id: string,
+    status: Extract<ConfirmationStatus, 'approved' | 'denied'>,
+    by: string,
+    reasonCode: string,
+    comment: string | null,
+  ): Promise<Confirmation | undefined> {
+    const rows = (await this.pool.query(this.sql.answer, [confirmationNumber(id), status, by, reasonCode, comment]))
+      .rows as Row[];
+    return rows[0] ? toConfirmation(rows[0]) : undefined;
+  }
+
+  /** Records the timeout of an overdue pending request; undefined when it is not (or no longer) that. */
+  async timeout(id: string, reasonCode: string): Promise<Confirmation | undefined> {
+    const rows = (await this.pool.query(this.sql.timeout, [confirmationNumber(id), reasonCode])).rows as Row[];
+    return rows[0] ? toConfirmation(rows[0]) : undefined;
+  }
+
+  /** Names a parked job for the answer to wake. */
+  async addWaiter(id: string, waiter: ConfirmationWaiter): Promise<void> {
+    await this.pool.query(this.sql.addWaiter, [confirmationNumber(id), JSON.stringify([waiter])]);
+  }
+
+  /** Requests in id order (`pending`: only those waiting for an answer). */
+  async list(options: { pending?: boolean; limit?: number; after?: string } = {}): Promise<Confirmation[]> {
+    const after = options.after === undefined ? '0' : confirmationNumber(options.after);
+    const rows = await this.pool.query(this.sql.list, [options.pending === true, options.limit ?? 100, after]);
+    return (rows.rows as Row[]).map(toConfirmation);
+  }
+
+  /** The requests of a task or of one operation key, in id order. */
+  async of(query: { taskId: string } | { operationKey: string }): Promise<Confirmation[]> {
+    const rows =
+      'taskId' in query
+        ? await this.pool.query(this.sql.byTask, [query.taskId])
+        : await this.pool.query(this.sql.byOperation, [query.operationKey]);
+    return (rows.rows as Row[]).map(toConfirmation);
+  }
+
+  /** How many requests wait for an answer, and since when the oldest. */
+  async pending(): Promise<{ count: number; oldestAt: Date | null; readAt: Date }> {
+    const row = (await this.pool.query(this.sql.pending)).rows[0] as Row;
+    return { count: Number(row.n), oldestAt: (row.oldest as Date | null) ?? null, readAt: row.read_at as Date };
+  }
+}
+
+function toConfirmation(r: Row): Confirmation {
+  return {
+    id: `cf-${r.n}`,
+    operationKey: r.operation_key as string,
+    name: r.name as string,
+    operation: r.operation as string,
+    reason: r.reason as string,
+    details: (r.details as string | null) ?? null,
+    status: r.status as ConfirmationStatus,
+    onTimeout: r.on_timeout as 'deny' | 'fail',
+    timeoutMs: Number(r.timeout_ms),
+    taskId: (r.task_id as string | null) ?? null,
+    jobId: (r.job_id as string | null) ?? null,
+    queue: (r.queue as string | null) ?? null,
+    requestedEpoch: r.requested_epoch as number,
+    requestedAt: r.requested_at as Date,
+    expiresAt: r.expires_at as Date,
+    answeredAt: (r.answered_at as Date | null) ?? null,
+    answeredBy: (r.answered_by as string | null) ?? null,
+    answeredByType: (r.answered_by_type as 'user' | 'system' | null) ?? null,
+    reasonCode: (r.reason_code as string | null) ?? null,
+    comment: (r.comment as string | null) ?? null,
+    waiters: (r.waiters as ConfirmationWaiter[] | null) ?? [],
+    readAt: r.read_at as Date,
+    overdue: r.overdue === true,
+  };
+}
