@@ -22,7 +22,8 @@ let n = 0;
 
 const env = () =>
   childEnv({ DATABASE_URL: t.databaseUrl, REDIS_URL: t.redisUrl, BQI_SCHEMA: t.schema, BQI_PREFIX: t.prefix });
-const cli = (args: string[]) => runTs('src/cli/main.ts', args, env());
+// A process start each: slow on a loaded machine, so a generous deadline.
+const cli = (args: string[]) => runTs('src/cli/main.ts', args, env(), 120_000);
 
 function request(over: Partial<NewConfirmation> = {}): NewConfirmation {
   n++;
@@ -119,7 +120,7 @@ describe('confirmation requests', () => {
     const row = await store.get(c.id);
     expect(row).toMatchObject({ status: 'approved', answeredBy: 'alice', comment: 'invoice checked' });
     expect(await eventRows(out.auditEventId)).toHaveLength(1);
-  });
+  }, 240_000);
 
   it('the library answer: the same answer is idempotent, a different one throws with a stable code', async () => {
     const c = await store.request(request());
@@ -174,7 +175,7 @@ describe('confirmation requests', () => {
       (e: unknown) => e,
     );
     expect(again).toBeInstanceOf(ConfirmationTimedOutError);
-  });
+  }, 240_000);
 });
 
 describe('the HTTP endpoint', () => {

@@ -14,7 +14,8 @@ const childScript = fileURLToPath(new URL('./helpers/migrate-child.ts', import.m
 const migrationNames = Object.keys(allMigrations('any_schema'));
 const LEDGER = 'idempotency_ledger';
 const AUDIT_TABLES = ['audit_backfill_checkpoint', 'audit_dead_letter', 'audit_events', 'audit_outbox'];
-const LIBRARY_TABLES = [LEDGER, ...AUDIT_TABLES];
+const CONFIRMATIONS = 'idempotency_confirmations';
+const LIBRARY_TABLES = [...AUDIT_TABLES, CONFIRMATIONS, LEDGER];
 const LEDGER_INDEXES = ['idempotency_ledger_expires_idx', 'idempotency_ledger_pkey', 'idempotency_ledger_task_idx'];
 /** Schemas created by this file besides t.schema; dropped in afterAll. */
 const extraSchemas: string[] = [];
@@ -130,8 +131,8 @@ describe('migrate up, down and up again', () => {
     expect(result.results).toEqual([down(last)]);
     expect(await migrationRows(schema)).toEqual(migrationNames.slice(0, -1).map((name) => ({ name, n: 1 })));
     expect(await tablesOf(schema)).toContain(LEDGER);
-    // The last migration makes event_id unique on its own; 'down' drops that index, the
-    // time-led primary key stays.
+    // Step by step down to 0004, which makes event_id unique on its own: its 'down' drops that
+    // index, the time-led primary key stays; 0007's drops the confirmations table.
     const unique = async () =>
       (
         await t.query(
@@ -148,10 +149,17 @@ describe('migrate up, down and up again', () => {
           [`${schema}.audit_events`],
         )
       ).rows.map((r) => r.attname);
+    expect(await tablesOf(schema)).not.toContain(CONFIRMATIONS);
+    for (let i = migrationNames.length - 2; migrationNames[i + 1] !== '0004-audit-event-id-unique'; i--) {
+      expect((await migrate({ connectionString: t.databaseUrl, schema, to: 'down' })).results).toEqual([
+        down(migrationNames[i]!),
+      ]);
+    }
     expect(await unique()).toEqual([]);
     expect(await pk()).toEqual(['created_at', 'event_id']);
     await migrate({ connectionString: t.databaseUrl, schema });
     expect(await unique()).toEqual(['event_id']);
+    expect(await tablesOf(schema)).toContain(CONFIRMATIONS);
   });
 
   it('keeps two schemas independent', async () => {
