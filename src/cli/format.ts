@@ -1,15 +1,7 @@
-/** `1.2s`, `3m 4s`, `2h 5m`, `3d 4h`. */
-export function formatDuration(ms: number): string {
-  const abs = Math.abs(ms);
-  if (abs < 1000) return `${Math.round(abs)}ms`;
-  const s = Math.floor(abs / 1000);
-  if (s < 60) return `${(abs / 1000).toFixed(abs < 10_000 ? 1 : 0)}s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m}m ${s % 60}s`;
-  const h = Math.floor(m / 60);
-  if (h < 48) return `${h}h ${m % 60}m`;
-  return `${Math.floor(h / 24)}d ${h % 24}h`;
-}
+import { formatDuration } from '../operation/duration.js';
+
+/** The library's one duration formatter, for the commands. */
+export { formatDuration };
 
 /** `2025-01-01T00:00:00.000Z (3m 4s ago)` or `(in 5s)`. */
 export function formatTime(d: Date | null, now = Date.now()): string {

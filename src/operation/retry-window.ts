@@ -1,5 +1,5 @@
 import { IdempotencyConfigError } from '../errors/errors.js';
-import { formatMs } from './duration.js';
+import { formatDuration } from './duration.js';
 
 /** The BullMQ job options that decide how late a retry can come. */
 export type RetryJobOptions = {
@@ -66,7 +66,7 @@ export function retryWindowMs(job: RetryJobOptions, worker: WorkerTiming = {}, o
 export function assertRetentionCovers(operation: string, retentionMs: number, windowMs: number): void {
   if (retentionMs < windowMs) {
     throw new IdempotencyConfigError(
-      `Operation ${operation}: retention ${formatMs(retentionMs)} (${retentionMs} ms) is shorter than its longest retry path ${formatMs(windowMs)} (${windowMs} ms); a late retry would find no record and run the side effect again. Raise retention or shorten attempts/backoff/delay`,
+      `Operation ${operation}: retention ${formatDuration(retentionMs)} (${retentionMs} ms) is shorter than its longest retry path ${formatDuration(windowMs)} (${windowMs} ms); a late retry would find no record and run the side effect again. Raise retention or shorten attempts/backoff/delay`,
       { option: 'retention', retentionMs, retryWindowMs: windowMs },
     );
   }
