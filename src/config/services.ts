@@ -1,5 +1,6 @@
 import type { ConnectionOptions } from 'bullmq';
 import type pg from 'pg';
+import { untilAborted } from './abort.js';
 import { describeUrl, reasonOf, ServiceUnavailableError } from './errors.js';
 import { describeRedisTarget, parseRedisUrl, type RedisTarget } from './redis-url.js';
 
@@ -7,20 +8,6 @@ export { reasonOf, ServiceUnavailableError } from './errors.js';
 
 /** Default timeout of the reachability checks. */
 export const CONNECT_TIMEOUT_MS = 5_000;
-
-async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 export type PoolOptions = {
   max?: number;
@@ -47,7 +34,8 @@ export async function connectPostgres(url: string, options: PoolOptions = {}): P
   // An idle client losing its connection emits on the pool; unhandled, that would end the process.
   pool.on('error', (err) => options.onError?.(err));
   try {
-    await withTimeout(pool.query('select 1'), timeoutMs + 1_000, 'connecting');
+    // connectionTimeoutMillis bounds the connect, query_timeout a server that accepts and never answers.
+    await pool.query({ text: 'select 1', query_timeout: timeoutMs } as pg.QueryConfig);
     return pool;
   } catch (err) {
     pool.end().catch(() => {});
@@ -85,14 +73,13 @@ export async function checkRedis(url: string, timeoutMs = CONNECT_TIMEOUT_MS): P
     lastError = err;
   });
   try {
-    await withTimeout(
+    await Promise.race([
       (async () => {
         await redis.connect();
         await redis.ping();
       })(),
-      timeoutMs + 1_000,
-      'connecting',
-    );
+      untilAborted(AbortSignal.timeout(timeoutMs + 1_000)),
+    ]);
     await redis.quit().catch(() => redis.disconnect());
   } catch (err) {
     redis.disconnect();
