@@ -1,16 +1,23 @@
 /**
- * The worker process (`npm start` = jobs/main.ts): spawned for real with its environment, and
- * started in-process through `startWorkerProcess`.
+ * The operations process (`bullmq-idempotency start`, src/ops): spawned for real through the
+ * CLI's entry point with its environment, under `npm start`, and started in-process through
+ * `startOperationsProcess`.
  */
+import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EXIT, startWorkerProcess } from '../jobs/main.js';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AUDIT_JOB_NAME } from '../src/audit/emitter.js';
 import { loadConfig } from '../src/config/env.js';
 import { ServiceUnavailableError } from '../src/config/errors.js';
+import { startOperationsProcess } from '../src/ops/operations-process.js';
+import { EXIT } from '../src/ops/run.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
-import { type Collected, childEnv, finished, runTs, spawnTs } from './helpers/spawn.js';
+import { type Collected, childEnv, collect, finished, ROOT, runTs, spawnTs } from './helpers/spawn.js';
+
+/** The CLI's entry point (the package's bin), run from source. */
+const CLI = 'src/cli/main.ts';
+const start = (env: NodeJS.ProcessEnv, ...flags: string[]) => spawnTs(CLI, ['start', ...flags], env);
 
 const t = new TestContext('worker_process');
 const b = bull(t);
@@ -32,8 +39,13 @@ function logs(child: Collected): LogLine[] {
     .map((l) => JSON.parse(l) as LogLine);
 }
 
-const waitForLog = (child: Collected, msg: string, timeoutMs = 30_000) =>
-  waitFor(() => logs(child).find((l) => l.msg === msg), `log line "${msg}"\n${child.out}\n${child.err}`, timeoutMs, 50);
+const waitForLog = (child: Collected, msg: string, timeoutMs = 30_000): Promise<LogLine> =>
+  waitFor(
+    () => logs(child).find((l) => l.msg === msg),
+    `log line "${msg}"\n${child.out}\n${child.err}`,
+    timeoutMs,
+    50,
+  ) as Promise<LogLine>;
 
 function auditEvent(id: string): AuditEvent {
   return {
@@ -59,25 +71,65 @@ afterAll(async () => {
   await t.teardown();
 });
 
-describe('worker process (jobs/main.ts)', () => {
-  it('starts, writes audit batches, runs backfill and sweeper; SIGTERM exits 0 within the deadline', async () => {
-    const child = spawnTs(
-      'jobs/main.ts',
-      [],
-      childEnv(vars({ BQI_AUDIT_QUEUE: 'audit-main', BQI_SHUTDOWN_TIMEOUT_MS: '5000' })),
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const get = async (port: number, path: string) => {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`);
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+};
+
+describe('operations process (bullmq-idempotency start)', () => {
+  it('starts, serves /healthz and /readyz, writes audit batches (one log line each), runs backfill and sweeper; SIGTERM exits 0', async () => {
+    const child = start(
+      childEnv(
+        vars({
+          BQI_AUDIT_QUEUE: 'audit-main',
+          BQI_SHUTDOWN_TIMEOUT_MS: '5s',
+          BQI_SWEEP_EVERY_MS: '1m',
+          BQI_HTTP_PORT: '0',
+          BQI_HTTP_HOST: '127.0.0.1',
+        }),
+      ),
     );
-    const exit = finished(child, 60_000, 'worker process');
+    const exit = finished(child, 60_000, 'operations process');
     try {
       const started = await waitForLog(child, 'started');
-      expect(started).toMatchObject({ schema: t.schema, prefix: t.prefix, queues: { audit: 'audit-main' } });
+      expect(started).toMatchObject({
+        schema: t.schema,
+        prefix: t.prefix,
+        queues: { audit: 'audit-main' },
+        sweepEveryMs: 60_000,
+        http: { host: '127.0.0.1' },
+      });
+      const port = (started.http as { port: number }).port;
+      expect(await get(port, '/healthz')).toEqual({ status: 200, body: { status: 'ok' } });
+      expect(await get(port, '/readyz')).toEqual({
+        status: 200,
+        body: { status: 'ready', postgres: 'ok', redis: 'ok' },
+      });
+      expect((await get(port, '/nothing-here')).status).toBe(404);
 
       const auditQueue = b.queue('audit-main');
       const event = auditEvent('main');
-      await auditQueue.add(AUDIT_JOB_NAME, { events: [event] });
+      await auditQueue.add(AUDIT_JOB_NAME, { events: [event, auditEvent('main-2')] });
       await waitFor(
         async () => (await eventCount('event_id = $1', [event.eventId])) === 1,
         'the audit batch in Postgres',
       );
+      // One line per batch, by counts: the sweeper's summary batch and this one.
+      const written = await waitFor(
+        () => logs(child).find((l) => l.msg === 'audit batch written' && l.inserted === 2),
+        `the batch's log line\n${child.out}`,
+      );
+      expect(written).toMatchObject({ inserted: 2, duplicates: 0, deadLettered: 0 });
+      expect(JSON.stringify(written)).not.toContain('mb_main');
       // The sweeper is scheduled, ran at start and its summary went through emitter → queue → writer.
       const sweeperQueue = b.queue('bullmq-idempotency-sweeper');
       expect((await sweeperQueue.getJobSchedulers()).map((s) => s.key)).toContain('ledger-sweeper');
@@ -101,23 +153,72 @@ describe('worker process (jobs/main.ts)', () => {
     }
   });
 
-  it('exits 2 on bad configuration (naming the variables) and 3 when Postgres or Redis is unreachable', async () => {
-    const [badEnv, noPostgres, noRedis] = await Promise.all([
-      runTs('jobs/main.ts', [], childEnv(vars({ BQI_SHUTDOWN_TIMEOUT_MS: 'soon', REDIS_URL: undefined }))),
-      runTs('jobs/main.ts', [], childEnv(vars({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' }))),
-      runTs('jobs/main.ts', [], childEnv(vars({ REDIS_URL: 'redis://127.0.0.1:1' }))),
+  it('every start-up failure is one line and a documented exit code: configuration 3, not migrated 3, unreachable 4', async () => {
+    const run = (env: Record<string, string | undefined>, ...flags: string[]) =>
+      runTs(CLI, ['start', ...flags], childEnv(vars(env)), 100_000);
+    const [badEnv, badFlag, notMigrated, noPostgres, noRedis] = await Promise.all([
+      run({ BQI_SHUTDOWN_TIMEOUT_MS: 'soon', REDIS_URL: undefined }),
+      run({}, '--database-url', 'mysql://db/x'),
+      run({}, '--schema', 'never_migrated_here'),
+      run({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' }),
+      run({}, '--redis-url', 'redis://127.0.0.1:1'),
     ]);
+    expect(EXIT).toMatchObject({ config: 3, unreachable: 4 });
     expect(badEnv.code).toBe(EXIT.config);
-    expect(badEnv.stderr).toContain('BQI_CONFIG: REDIS_URL is required');
-    expect(badEnv.stderr).toContain('BQI_CONFIG: BQI_SHUTDOWN_TIMEOUT_MS must be a whole number of milliseconds');
+    expect(badEnv.stderr).toBe(
+      'BQI_CONFIG: REDIS_URL is required (e.g. redis://host:6379)\n' +
+        "BQI_CONFIG: BQI_SHUTDOWN_TIMEOUT_MS must be a positive duration: milliseconds or a duration such as '500ms', '30s', '5m', '24h', '7d'\n",
+    );
     expect(JSON.parse(badEnv.stdout.trim())).toMatchObject({
       level: 60,
       variables: ['REDIS_URL', 'BQI_SHUTDOWN_TIMEOUT_MS'],
     });
+    expect(badFlag.code).toBe(EXIT.config);
+    expect(badFlag.stderr).toBe('BQI_CONFIG: --database-url must be a postgres:// URL\n');
+    expect(notMigrated.code).toBe(EXIT.config);
+    expect(notMigrated.stderr).toBe(
+      'schema never_migrated_here is not migrated (missing idempotency_ledger, audit_events, audit_outbox, ' +
+        'audit_backfill_checkpoint): run `bullmq-idempotency migrate` first\n',
+    );
     expect(noPostgres.code).toBe(EXIT.unreachable);
-    expect(noPostgres.stderr).toContain('cannot reach Postgres at postgres://postgres@127.0.0.1:1/test');
+    expect(noPostgres.stderr).toMatch(
+      /^cannot reach Postgres at postgres:\/\/postgres@127\.0\.0\.1:1\/test: [^\n]+\n$/,
+    );
     expect(noRedis.code).toBe(EXIT.unreachable);
-    expect(noRedis.stderr).toContain('cannot reach Redis at redis://127.0.0.1:1');
+    expect(noRedis.stderr).toMatch(/^cannot reach Redis at redis:\/\/127\.0\.0\.1:1: [^\n]+\n$/);
+    for (const r of [badEnv, badFlag, notMigrated, noPostgres, noRedis]) {
+      // The fatal line on stdout is the only log line; no stack anywhere.
+      expect(r.stdout.trim().split('\n')).toHaveLength(1);
+      expect(`${r.stdout}${r.stderr}`).not.toMatch(/\n\s+at /);
+    }
+  }, 120_000);
+
+  it('SIGTERM to `npm start` stops the process it runs (no orphan), which exits 0', async () => {
+    const child = collect(
+      spawn('npm', ['start', '--silent'], {
+        cwd: ROOT,
+        env: childEnv(vars({ BQI_AUDIT_QUEUE: 'audit-npm' })),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
+    const exit = finished(child, 60_000, 'npm start');
+    let program: number | undefined;
+    try {
+      const started = await waitForLog(child, 'started');
+      program = started.pid as number;
+      expect(program).not.toBe(child.pid);
+      child.kill('SIGTERM'); // to npm only, as a supervisor stopping `npm start` does
+      const r = await exit;
+      expect(r.code, r.stderr).toBe(0);
+      expect(logs(child).map((l) => l.msg)).toEqual(expect.arrayContaining(['shutting down', 'stopped']));
+      const pid = program;
+      await waitFor(() => !isAlive(pid), `process ${pid} to be gone`, 5_000);
+    } catch (err) {
+      if (program) process.kill(program, 'SIGKILL');
+      throw err;
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 
   it('force-closes after BQI_SHUTDOWN_TIMEOUT_MS when a job does not finish, and exits 1', async () => {
@@ -127,12 +228,8 @@ describe('worker process (jobs/main.ts)', () => {
     try {
       await client.query('begin');
       await client.query(`lock table ${t.schema}.audit_events in access exclusive mode`);
-      const child = spawnTs(
-        'jobs/main.ts',
-        [],
-        childEnv(vars({ BQI_AUDIT_QUEUE: 'audit-deadline', BQI_SHUTDOWN_TIMEOUT_MS: '1000' })),
-      );
-      const exit = finished(child, 60_000, 'worker process');
+      const child = start(childEnv(vars({ BQI_AUDIT_QUEUE: 'audit-deadline', BQI_SHUTDOWN_TIMEOUT_MS: '1000' })));
+      const exit = finished(child, 60_000, 'operations process');
       try {
         await waitForLog(child, 'started');
         const auditQueue = b.queue('audit-deadline');
@@ -160,7 +257,7 @@ describe('worker process (jobs/main.ts)', () => {
     }
   });
 
-  it('startWorkerProcess runs in-process and closes cleanly; refuses to start without Redis', async () => {
+  it('startOperationsProcess runs in-process and closes cleanly; refuses to start without Redis', async () => {
     expect(loadConfig(vars({})).auditConcurrency).toBe(4);
     expect(() => loadConfig(vars({ BQI_AUDIT_CONCURRENCY: '0' }))).toThrow(
       /BQI_AUDIT_CONCURRENCY must be between 1 and 64/,
@@ -168,7 +265,7 @@ describe('worker process (jobs/main.ts)', () => {
     const config = loadConfig(
       vars({ BQI_AUDIT_QUEUE: 'audit-inproc', BQI_AUDIT_CONCURRENCY: '3', LOG_LEVEL: 'silent' }),
     );
-    const proc = await startWorkerProcess(config);
+    const proc = await startOperationsProcess(config);
     expect(proc.workers.auditWriter.isRunning()).toBe(true);
     expect(proc.workers.auditWriter.concurrency).toBe(3);
     const auditQueue = b.queue('audit-inproc');
@@ -180,7 +277,7 @@ describe('worker process (jobs/main.ts)', () => {
     expect(proc.workers.auditWriter.isRunning()).toBe(false);
 
     const noRedis = loadConfig(vars({ REDIS_URL: 'redis://127.0.0.1:1', LOG_LEVEL: 'silent' }));
-    const err = await startWorkerProcess(noRedis).catch((e: unknown) => e);
+    const err = await startOperationsProcess(noRedis).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ServiceUnavailableError);
     expect(err).toMatchObject({ service: 'Redis' });
   });

@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import type { ConnectionFlags } from '../config/env.js';
+import { DURATION_FORMS, parseDurationText } from '../operation/duration.js';
 import { defaultActor, MAX_ACTOR_LENGTH } from './actor.js';
 import type { BackfillCommandOptions } from './commands/backfill.js';
 import type { ConfirmationsListOptions, ConfirmCommandOptions } from './commands/confirm.js';
@@ -33,15 +35,15 @@ function parsePositiveIntArg(text: string): number {
   return n;
 }
 
-const DURATION_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
-
 function parseDurationArg(text: string): number {
-  const m = /^(\d+)(ms|s|m|h)?$/.exec(text.trim());
-  const ms = m ? Number(m[1]) * DURATION_MS[(m[2] ?? 'ms') as keyof typeof DURATION_MS] : Number.NaN;
-  if (!Number.isSafeInteger(ms) || ms < 1) {
-    throw new InvalidArgumentError("expected milliseconds or a duration such as '30s', '5m', '1h'.");
-  }
+  const ms = parseDurationText(text);
+  if (ms === undefined) throw new InvalidArgumentError(`expected ${DURATION_FORMS}.`);
   return ms;
+}
+
+function parseUrlArg(text: string): string {
+  if (text.trim().length === 0) throw new InvalidArgumentError('the URL must not be empty.');
+  return text.trim();
 }
 
 const LIST_STATUSES = ['unknown', 'locked', 'failed'];
@@ -81,9 +83,9 @@ const KEY_HELP = 'the bounded key (ctx.idempotencyKey: namespace:resourceKey:ver
 const REASON_HELP = 'why (kept in the audit event; scanned by the redaction policy, cut to 500 characters)';
 
 const ROOT_HELP = `
-Environment:
+Environment (the connection flags above win over it):
   DATABASE_URL     Postgres of the ledger and the audit trail (postgres://...)
-  REDIS_URL        Redis of the queues (redis://...): inspect --job, invalidate --rerun and backfill only
+  REDIS_URL        Redis of the queues (redis://...): start, inspect --job, invalidate --rerun and backfill only
   BQI_SCHEMA       schema of the library's tables (default public)
   BQI_PREFIX       BullMQ prefix (default bull)
   BQI_AUDIT_QUEUE  audit queue (default bullmq-idempotency-audit)
@@ -91,9 +93,22 @@ Environment:
                    inspect --decrypt and resolve --committed only (never printed)
 
 Exit codes:
-  0 ok · 1 other failure · 2 bad arguments (a malformed key too)
-  3 missing or bad configuration, or a schema not migrated
+  0 ok · 1 other failure (start: shutdown deadline passed) · 2 bad arguments (a malformed key too)
+  3 missing or bad configuration, or a schema not migrated (start: an HTTP port it cannot listen on)
   4 Postgres or Redis unreachable · 5 not found · 6 illegal transition · 130 interrupted`;
+
+/** The global connection flags, as commander names them. */
+type GlobalOptions = { databaseUrl?: string; redisUrl?: string; schema?: string; prefix?: string };
+
+function connectionFlags(program: Command): ConnectionFlags {
+  const o = program.opts<GlobalOptions>();
+  return {
+    ...(o.databaseUrl !== undefined ? { databaseUrl: o.databaseUrl } : {}),
+    ...(o.redisUrl !== undefined ? { redisUrl: o.redisUrl } : {}),
+    ...(o.schema !== undefined ? { schema: o.schema } : {}),
+    ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
+  };
+}
 
 /**
  * The CLI's commands. `env` and `io` are injectable for tests; errors thrown by the actions are
@@ -106,7 +121,7 @@ export function buildProgram(options: { env?: Record<string, string | undefined>
       import('../config/env.js'),
       import('./context.js'),
     ]);
-    const ctx = new CliContext(loadCliConfig(env), options.io ?? stdio);
+    const ctx = new CliContext(loadCliConfig(env, connectionFlags(program)), options.io ?? stdio);
     try {
       await fn(ctx);
     } finally {
@@ -126,7 +141,35 @@ export function buildProgram(options: { env?: Record<string, string | undefined>
     .configureOutput({ writeOut: write('out'), writeErr: write('err') })
     .showHelpAfterError('(add --help for usage)')
     .showSuggestionAfterError(true)
-    .addHelpText('after', ROOT_HELP);
+    .configureHelp({ showGlobalOptions: true })
+    .addHelpText('after', ROOT_HELP)
+    .option('--database-url <url>', 'Postgres of the ledger and the audit trail (instead of DATABASE_URL)', parseUrlArg)
+    .option('--redis-url <url>', 'Redis of the queues (instead of REDIS_URL)', parseUrlArg)
+    .option('--schema <name>', "schema of the library's tables (instead of BQI_SCHEMA)")
+    .option('--prefix <prefix>', 'BullMQ prefix (instead of BQI_PREFIX)');
+
+  program
+    .command('start')
+    .description('run the operations process: audit writer, audit backfill worker, ledger sweeper (until SIGTERM)')
+    .addHelpText(
+      'after',
+      `
+Runs until SIGTERM or SIGINT, then lets active jobs finish within BQI_SHUTDOWN_TIMEOUT_MS.
+Also reads BQI_AUDIT_QUEUE, BQI_AUDIT_CONCURRENCY, BQI_SWEEP_EVERY_MS, BQI_SHUTDOWN_TIMEOUT_MS,
+BQI_PREPARED_STATEMENTS, BQI_KEYRING, LOG_LEVEL, and BQI_HTTP_PORT / BQI_HTTP_HOST (serve
+/healthz, /readyz and /metrics). Durations: ${DURATION_FORMS}. Logs are JSON lines on stdout.
+
+Exit codes: 0 stopped cleanly · 1 shutdown deadline passed, or another failure · 3 bad
+configuration, schema not migrated, HTTP port unavailable · 4 Postgres or Redis unreachable.
+
+Examples:
+  $ bullmq-idempotency start
+  $ BQI_HTTP_PORT=9464 bullmq-idempotency start --database-url postgres://app@db/app --redis-url redis://redis:6379`,
+    )
+    .action(async () => {
+      const { runOperationsProcess } = await import('../ops/run.js');
+      process.exit(await runOperationsProcess({ env, flags: connectionFlags(program) }));
+    });
 
   program
     .command('migrate')

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { IdempotencyConfigError } from '../errors/errors.js';
+import { DURATION_FORMS, parseDurationText } from '../operation/duration.js';
 import { type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
 import { ConfigError } from './errors.js';
 import { hasHashTag, parseRedisUrl, RedisUrlError } from './redis-url.js';
@@ -7,7 +8,7 @@ import { hasHashTag, parseRedisUrl, RedisUrlError } from './redis-url.js';
 export { ConfigError, describeUrl } from './errors.js';
 
 /**
- * Configuration of the worker process (`npm start`) and the CLI, read from the environment.
+ * Configuration of the operations process (`bullmq-idempotency start`) and the CLI, read from the environment or the command line.
  * Unset and empty variables take their defaults; every error names its variable.
  */
 export type Config = {
@@ -27,10 +28,17 @@ export type Config = {
   auditQueue: string;
   /** `BQI_AUDIT_CONCURRENCY`: audit batches the writer inserts at once. @defaultValue 4 */
   auditConcurrency: number;
-  /** `BQI_SWEEP_EVERY_MS`: period of the ledger sweeper. @defaultValue 60000 */
+  /** `BQI_SWEEP_EVERY_MS`: period of the ledger sweeper, milliseconds or `'1m'`. @defaultValue 60000 */
   sweepEveryMs: number;
-  /** `BQI_SHUTDOWN_TIMEOUT_MS`: how long a graceful shutdown may take. @defaultValue 10000 */
+  /** `BQI_SHUTDOWN_TIMEOUT_MS`: how long a graceful shutdown may take, milliseconds or `'10s'`. @defaultValue 10000 */
   shutdownTimeoutMs: number;
+  /**
+   * `BQI_HTTP_PORT`: serve `/healthz`, `/readyz` and `/metrics` on this port (0: any free port,
+   * logged at start). Unset: no HTTP server.
+   */
+  httpPort?: number;
+  /** `BQI_HTTP_HOST`: the address the HTTP server listens on. @defaultValue `'0.0.0.0'` */
+  httpHost: string;
   /**
    * `BQI_PREPARED_STATEMENTS`: `false` runs every statement unnamed, for a pooler in transaction
    * mode (pgbouncer < 1.21, RDS Proxy, Supavisor) between this process and Postgres.
@@ -69,6 +77,7 @@ export const CONFIG_DEFAULTS = {
   auditConcurrency: 4,
   sweepEveryMs: 60_000,
   shutdownTimeoutMs: 10_000,
+  httpHost: '0.0.0.0',
   logLevel: 'info',
 } as const;
 
@@ -98,13 +107,25 @@ const redisUrl = z.string().superRefine((s, ctx) => {
   }
 });
 
+/** A duration in the forms the API takes (`60000`, `'1m'`), parsed by the library's one parser. */
 const positiveMs = (fallback: number) =>
   z
     .string()
-    .regex(/^\d+$/, 'must be a whole number of milliseconds')
-    .transform(Number)
-    .refine((n) => Number.isSafeInteger(n) && n > 0, 'must be > 0')
+    .transform((text, ctx) => {
+      const ms = parseDurationText(text);
+      if (ms === undefined) {
+        ctx.addIssue({ code: 'custom', message: `must be a positive duration: ${DURATION_FORMS}` });
+        return z.NEVER;
+      }
+      return ms;
+    })
     .default(fallback);
+
+const port = z
+  .string()
+  .regex(/^\d+$/, 'must be a port number')
+  .transform(Number)
+  .refine((n) => n >= 0 && n <= 65_535, 'must be between 0 and 65535');
 
 const positiveInt = (fallback: number, max: number) =>
   z
@@ -160,6 +181,8 @@ const fields = {
   BQI_AUDIT_CONCURRENCY: positiveInt(CONFIG_DEFAULTS.auditConcurrency, 64),
   BQI_SWEEP_EVERY_MS: positiveMs(CONFIG_DEFAULTS.sweepEveryMs),
   BQI_SHUTDOWN_TIMEOUT_MS: positiveMs(CONFIG_DEFAULTS.shutdownTimeoutMs),
+  BQI_HTTP_PORT: port.optional(),
+  BQI_HTTP_HOST: name('host name or address', 255).default(CONFIG_DEFAULTS.httpHost),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
   BQI_PREPARED_STATEMENTS: z
     .enum(['true', 'false', '1', '0'], { error: 'must be true or false' })
@@ -201,21 +224,54 @@ function pickEnv(env: Env, keys: string[]): Record<string, string> {
   return out;
 }
 
-function parse<S extends z.ZodObject>(schema: S, env: Env, required: string[]): z.infer<S> {
+/**
+ * Connection settings given on the command line (`--database-url`, `--redis-url`, `--schema`,
+ * `--prefix`): they win over the environment, and messages name the flag.
+ */
+export type ConnectionFlags = { databaseUrl?: string; redisUrl?: string; schema?: string; prefix?: string };
+
+const FLAG_OF = {
+  databaseUrl: ['DATABASE_URL', '--database-url'],
+  redisUrl: ['REDIS_URL', '--redis-url'],
+  schema: ['BQI_SCHEMA', '--schema'],
+  prefix: ['BQI_PREFIX', '--prefix'],
+} as const;
+
+/** The environment with the flags in place of their variables, and the flag to name per variable. */
+function applyFlags(env: Env, flags: ConnectionFlags): { env: Env; labels: Record<string, string> } {
+  const merged: Env = { ...env };
+  const labels: Record<string, string> = {};
+  for (const [flag, [variable, label]] of Object.entries(FLAG_OF)) {
+    const value = flags[flag as keyof ConnectionFlags];
+    if (value === undefined) continue;
+    merged[variable] = value;
+    labels[variable] = label;
+  }
+  return { env: merged, labels };
+}
+
+function parse<S extends z.ZodObject>(
+  schema: S,
+  rawEnv: Env,
+  required: string[],
+  flags: ConnectionFlags = {},
+): z.infer<S> {
+  const { env, labels } = applyFlags(rawEnv, flags);
+  const named = (variable: string) => labels[variable] ?? variable;
   const input = pickEnv(env, Object.keys(schema.shape));
   const issues: { variable: string; message: string }[] = [];
   for (const v of required) {
-    if (!(v in input)) issues.push({ variable: v, message: REQUIRED_HINT[v] ?? 'is required' });
+    if (!(v in input)) issues.push({ variable: named(v), message: REQUIRED_HINT[v] ?? 'is required' });
   }
   const parsed = schema.safeParse(input);
   if (!parsed.success) {
     for (const i of parsed.error.issues)
-      issues.push({ variable: String(i.path[0] ?? '(environment)'), message: i.message });
+      issues.push({ variable: named(String(i.path[0] ?? '(environment)')), message: i.message });
   }
   if (issues.length > 0 || !parsed.success) throw new ConfigError(issues);
   const { REDIS_URL, BQI_PREFIX } = parsed.data as { REDIS_URL?: string; BQI_PREFIX?: string };
   if (REDIS_URL && BQI_PREFIX !== undefined && parseRedisUrl(REDIS_URL).kind === 'cluster' && !hasHashTag(BQI_PREFIX)) {
-    throw new ConfigError([{ variable: 'BQI_PREFIX', message: CLUSTER_PREFIX_HINT }]);
+    throw new ConfigError([{ variable: named('BQI_PREFIX'), message: CLUSTER_PREFIX_HINT }]);
   }
   return parsed.data;
 }
@@ -225,11 +281,11 @@ const CLUSTER_PREFIX_HINT =
   "BullMQ's scripts touch several keys of a queue at once, which the cluster allows only within one slot";
 
 /**
- * The worker process's configuration: DATABASE_URL and REDIS_URL are required.
+ * The operations process's configuration: DATABASE_URL and REDIS_URL are required (or their flags).
  * @throws {@link ConfigError} naming every bad variable
  */
-export function loadConfig(env: Env = process.env): Config {
-  const e = parse(workerSchema, env, ['DATABASE_URL', 'REDIS_URL']);
+export function loadConfig(env: Env = process.env, flags: ConnectionFlags = {}): Config {
+  const e = parse(workerSchema, env, ['DATABASE_URL', 'REDIS_URL'], flags);
   return {
     databaseUrl: e.DATABASE_URL as string,
     redisUrl: e.REDIS_URL as string,
@@ -239,6 +295,8 @@ export function loadConfig(env: Env = process.env): Config {
     auditConcurrency: e.BQI_AUDIT_CONCURRENCY,
     sweepEveryMs: e.BQI_SWEEP_EVERY_MS,
     shutdownTimeoutMs: e.BQI_SHUTDOWN_TIMEOUT_MS,
+    ...(e.BQI_HTTP_PORT === undefined ? {} : { httpPort: e.BQI_HTTP_PORT }),
+    httpHost: e.BQI_HTTP_HOST,
     preparedStatements: e.BQI_PREPARED_STATEMENTS,
     logLevel: e.LOG_LEVEL,
     ...(e.BQI_KEYRING ? { keyring: e.BQI_KEYRING } : {}),
@@ -249,8 +307,8 @@ export function loadConfig(env: Env = process.env): Config {
  * The CLI's configuration: only the variables it reads are validated; the URLs are checked for
  * presence by the commands that need them (`CliContext.require`).
  */
-export function loadCliConfig(env: Env = process.env): CliConfig {
-  const e = parse(cliSchema, env, []);
+export function loadCliConfig(env: Env = process.env, flags: ConnectionFlags = {}): CliConfig {
+  const e = parse(cliSchema, env, [], flags);
   return {
     schema: e.BQI_SCHEMA,
     prefix: e.BQI_PREFIX,

@@ -36,16 +36,22 @@ export function spawnTs(script: string, args: string[], env: NodeJS.ProcessEnv):
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
-  }) as ChildProcess & Collected;
-  child.out = '';
-  child.err = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-    child.out += d;
   });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    child.err += d;
+  return collect(child);
+}
+
+/** Collects a spawned child's stdout and stderr as they arrive (`child.out`, `child.err`). */
+export function collect(child: ChildProcess): ChildProcess & Collected {
+  const c = child as ChildProcess & Collected;
+  c.out = '';
+  c.err = '';
+  c.stdout?.setEncoding('utf8').on('data', (d: string) => {
+    c.out += d;
   });
-  return child;
+  c.stderr?.setEncoding('utf8').on('data', (d: string) => {
+    c.err += d;
+  });
+  return c;
 }
 
 export type Collected = { out: string; err: string };

@@ -1,0 +1,67 @@
+import type pg from 'pg';
+import { untilAborted } from '../config/abort.js';
+import { errorLabel } from '../errors/clean-name.js';
+import type { HttpRoute } from './http-server.js';
+
+/** How long `/readyz` waits for each of Postgres and Redis. */
+export const DEFAULT_READY_TIMEOUT_MS = 2_000;
+
+export type HealthOptions = {
+  pool: pg.Pool;
+  /** One read of the Redis of the queues (the audit queue's wait list). */
+  pingRedis(): Promise<unknown>;
+  /** The process's workers, by name: each must be running for `/healthz`. */
+  workers: Record<string, { isRunning(): boolean }>;
+  /** True once a shutdown began: both probes then answer 503. */
+  stopping(): boolean;
+  /** @defaultValue {@link DEFAULT_READY_TIMEOUT_MS} */
+  readyTimeoutMs?: number;
+};
+
+type Check = 'ok' | string;
+
+async function check(p: () => Promise<unknown>, timeoutMs: number): Promise<Check> {
+  try {
+    await Promise.race([p(), untilAborted(AbortSignal.timeout(timeoutMs))]);
+    return 'ok';
+  } catch (err) {
+    // By code (ECONNREFUSED, 57P01, TimeoutError), never by message.
+    return errorLabel(err);
+  }
+}
+
+/**
+ * `/healthz` (liveness: the process is not stopping and its workers run; touches no service) and
+ * `/readyz` (readiness: Postgres answers `select 1` and Redis answers a read of the audit queue, each within
+ * `readyTimeoutMs`). Both answer 200 or 503 with a JSON body naming what failed, by code.
+ */
+export function healthRoutes(options: HealthOptions): HttpRoute[] {
+  const timeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
+  return [
+    {
+      method: 'GET',
+      path: '/healthz',
+      handle: () => {
+        const stopped = Object.entries(options.workers)
+          .filter(([, w]) => !w.isRunning())
+          .map(([name]) => name);
+        if (options.stopping()) return { status: 503, body: { status: 'stopping' } };
+        if (stopped.length > 0) return { status: 503, body: { status: 'unhealthy', stopped } };
+        return { status: 200, body: { status: 'ok' } };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/readyz',
+      handle: async () => {
+        if (options.stopping()) return { status: 503, body: { status: 'stopping' } };
+        const [postgres, redis] = await Promise.all([
+          check(() => options.pool.query({ text: 'select 1', query_timeout: timeoutMs } as pg.QueryConfig), timeoutMs),
+          check(options.pingRedis, timeoutMs),
+        ]);
+        const ready = postgres === 'ok' && redis === 'ok';
+        return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'not ready', postgres, redis } };
+      },
+    },
+  ];
+}

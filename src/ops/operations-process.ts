@@ -1,0 +1,262 @@
+import { hostname } from 'node:os';
+import { Queue, type Worker } from 'bullmq';
+import type { Logger } from 'pino';
+import type { WriteBatchResult } from '../audit/audit-store.js';
+import { AuditEmitter, type AuditRedactor } from '../audit/emitter.js';
+import { redriveFailedAuditBatches } from '../audit/redrive-failed.js';
+import { auditPolicyFor } from '../config/audit-policy.js';
+import { type Config, describeUrl } from '../config/env.js';
+import { describeRedisUrl } from '../config/redis-url.js';
+import { checkRedis, connectPostgres, openRedis, type RedisConnection } from '../config/services.js';
+import { errorLabel } from '../errors/clean-name.js';
+import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from '../jobs/audit-backfill.js';
+import { createAuditWriter } from '../jobs/audit-writer.js';
+import { createSweeperWorker, DEFAULT_SWEEPER_QUEUE, scheduleLedgerSweeper } from '../jobs/ledger-sweeper.js';
+import { PostgresLedger } from '../ledger/postgres-ledger.js';
+import { healthRoutes } from './health-routes.js';
+import { type HttpRoute, OpsHttpServer } from './http-server.js';
+import { createLogger } from './logger.js';
+import { assertMigrated } from './not-migrated.js';
+import { settleWithin } from './settle.js';
+
+/** Time allowed, after the deadline, for force-closing before the process gives up waiting. */
+const FORCE_CLOSE_MS = 2_000;
+
+/** Timeout of the start-up reachability checks of Postgres and Redis. */
+const START_CHECK_TIMEOUT_MS = 5_000;
+
+/** The HTTP server could not listen (the port is taken, the host is not this machine's). */
+export class HttpListenError extends Error {
+  constructor(
+    readonly host: string,
+    readonly port: number,
+    readonly reason: string,
+  ) {
+    super(`cannot serve HTTP on ${host}:${port}: ${reason}`);
+    this.name = 'HttpListenError';
+  }
+}
+
+export type OperationsProcess = {
+  /**
+   * Stops the workers: active jobs may finish within `timeoutMs` (default
+   * `BQI_SHUTDOWN_TIMEOUT_MS`); after it, workers are force-closed and `clean` is false.
+   * Idempotent: later calls return the first call's promise.
+   */
+  close(options?: { timeoutMs?: number }): Promise<{ clean: boolean }>;
+  readonly workers: { auditWriter: Worker; backfill: Worker; sweeper: Worker };
+  /** The HTTP server, when `BQI_HTTP_PORT` is set: mount more routes with `http.route()`. */
+  readonly http: OpsHttpServer | undefined;
+  readonly logger: Logger;
+};
+
+export type OperationsProcessOptions = {
+  logger?: Logger;
+  startCheckTimeoutMs?: number;
+  /** More routes for the HTTP server (served only when `config.httpPort` is set). */
+  routes?: HttpRoute[];
+};
+
+// The emitter here carries only the sweeper's summary events (counts, no payloads). The
+// redaction policy is applied where events are created (the wrapper, with the operation's
+// policy), so this emitter passes events through unchanged.
+const passThroughRedactor: AuditRedactor = (event) => event;
+
+/**
+ * Starts the audit writer, the backfill worker and the sweeper (scheduler + worker), and the HTTP
+ * server when `config.httpPort` is set. Checks Postgres and Redis first (throws
+ * `ServiceUnavailableError`) and that the schema is migrated (throws `NotMigratedError`).
+ *
+ * @example
+ * const proc = await startOperationsProcess(loadConfig());
+ * process.once('SIGTERM', async () => process.exit((await proc.close()).clean ? 0 : 1));
+ */
+export async function startOperationsProcess(
+  config: Config,
+  options: OperationsProcessOptions = {},
+): Promise<OperationsProcess> {
+  const logger = options.logger ?? createLogger(config.logLevel);
+  const checkMs = options.startCheckTimeoutMs ?? START_CHECK_TIMEOUT_MS;
+  const [pgResult, redisResult] = await Promise.allSettled([
+    connectPostgres(config.databaseUrl, {
+      max: 10,
+      timeoutMs: checkMs,
+      applicationName: 'bullmq-idempotency-worker',
+      onError: (err) => logger.warn({ err: errorLabel(err) }, 'idle Postgres connection lost'),
+    }),
+    checkRedis(config.redisUrl, checkMs),
+  ]);
+  if (pgResult.status === 'rejected' || redisResult.status === 'rejected') {
+    if (pgResult.status === 'fulfilled') await pgResult.value.end().catch(() => {});
+    throw pgResult.status === 'rejected' ? pgResult.reason : (redisResult as PromiseRejectedResult).reason;
+  }
+  const pool = pgResult.value;
+
+  // Everything opened so far, to force-close if the start fails half-way.
+  const opened: ((force: boolean) => Promise<unknown>)[] = [];
+  let redis: RedisConnection | undefined;
+  let http: OpsHttpServer | undefined;
+  try {
+    await assertMigrated(pool, config.schema);
+    // One URL, or the nodes of a Redis Cluster (a shared ioredis Cluster, closed last).
+    redis = await openRedis(config.redisUrl);
+    const { connection } = redis;
+    const sharedRedis = redis;
+    const prefix = config.prefix;
+    const queue = (name: string) => {
+      const q = new Queue(name, { connection, prefix });
+      q.on('error', (err) => logger.error({ queue: name, err: errorLabel(err) }, 'queue error'));
+      opened.push(async (force) => (force ? q.disconnect() : q.close()));
+      return q;
+    };
+    const track = <W extends Worker>(w: W): W => {
+      opened.push((force) => w.close(force));
+      return w;
+    };
+
+    if (!config.keyring) {
+      logger.warn({}, 'BQI_KEYRING is not set: audit references made here join no others');
+    }
+    const auditPolicy = auditPolicyFor(config.keyring);
+    const auditQueue = queue(config.auditQueue);
+    const sweeperQueue = queue(DEFAULT_SWEEPER_QUEUE);
+    const ledger = new PostgresLedger({
+      pool,
+      schema: config.schema,
+      batching: false,
+      preparedStatements: config.preparedStatements,
+    });
+    const emitter = new AuditEmitter({
+      queue: auditQueue,
+      pool,
+      schema: config.schema,
+      redact: passThroughRedactor,
+      actorId: `worker:${hostname()}:${process.pid}`,
+      logger,
+    });
+    const auditWriter = track(
+      createAuditWriter({
+        connection,
+        pool,
+        schema: config.schema,
+        queueName: config.auditQueue,
+        prefix,
+        concurrency: config.auditConcurrency,
+        redactionPolicy: auditPolicy,
+        preparedStatements: config.preparedStatements,
+        logger,
+      }),
+    );
+    // Batches that an older writer gave up on (a Postgres outage past its five attempts) go back.
+    await redriveFailedAuditBatches(auditQueue, logger).catch((err: Error) =>
+      logger.warn({ err: errorLabel(err) }, 'failed audit batches not re-driven: the next backfill will'),
+    );
+    const backfill = track(
+      createBackfillWorker({ connection, prefix, pool, schema: config.schema, auditQueue, logger }),
+    );
+    await scheduleLedgerSweeper(sweeperQueue, config.sweepEveryMs);
+    const sweeper = track(createSweeperWorker({ connection, ledger, prefix, emitter, logger }));
+
+    // One line per audit batch: counts only (events are never logged).
+    auditWriter.on('completed', (_job, r: Partial<WriteBatchResult> & { skipped?: boolean }) => {
+      if (r.skipped) return;
+      const counts = { inserted: r.inserted ?? 0, duplicates: r.duplicates ?? 0, deadLettered: r.deadLettered ?? 0 };
+      if (counts.deadLettered > 0) logger.warn(counts, 'audit batch dead-lettered');
+      else logger.info(counts, 'audit batch written');
+    });
+    sweeper.on('completed', (_job, r: { deleted: number; batches: number }) => {
+      if (r.deleted > 0) logger.info({ ...r }, 'ledger swept');
+      else logger.debug({ ...r }, 'ledger swept');
+    });
+    const workers = { auditWriter, backfill, sweeper };
+    for (const [name, w] of [
+      ['audit writer', auditWriter],
+      ['backfill', backfill],
+      ['sweeper', sweeper],
+    ] as const) {
+      w.on('failed', (job, err) =>
+        logger.warn(
+          { worker: name, jobId: job?.id, attemptsMade: job?.attemptsMade, err: errorLabel(err) },
+          'job failed',
+        ),
+      );
+    }
+
+    let closing: Promise<{ clean: boolean }> | undefined;
+    if (config.httpPort !== undefined) {
+      http = new OpsHttpServer({
+        logger,
+        routes: [
+          ...healthRoutes({
+            pool,
+            pingRedis: async () => (await auditQueue.backend.client).llen(auditQueue.toKey('wait')),
+            workers,
+            stopping: () => closing !== undefined,
+          }),
+          ...(options.routes ?? []),
+        ],
+      });
+      await http.listen(config.httpPort, config.httpHost).catch((err: unknown) => {
+        throw new HttpListenError(config.httpHost, config.httpPort as number, errorLabel(err));
+      });
+    }
+    const server = http;
+
+    // Producers of audit events stop first, then the emitter flushes, then the writer.
+    const graceful = async () => {
+      await Promise.all([backfill.close(), sweeper.close()]);
+      await emitter.close();
+      await auditWriter.close();
+      await Promise.all([auditQueue.close(), sweeperQueue.close()]);
+      await server?.close();
+      await sharedRedis.close();
+      await pool.end();
+    };
+    const force = async () => {
+      await Promise.allSettled(opened.map((close) => close(true)));
+      await server?.close();
+      await sharedRedis.close(true);
+      await pool.end().catch(() => {});
+    };
+
+    const close = (opts: { timeoutMs?: number } = {}) => {
+      closing ??= (async () => {
+        const timeoutMs = opts.timeoutMs ?? config.shutdownTimeoutMs;
+        const started = Date.now();
+        const outcome = await settleWithin(graceful(), timeoutMs);
+        if (outcome === 'done') {
+          logger.info({ ms: Date.now() - started }, 'workers closed');
+          return { clean: true };
+        }
+        if (outcome === 'timeout') {
+          logger.error({ timeoutMs }, 'shutdown deadline reached, force-closing the workers');
+        } else {
+          logger.error({ err: errorLabel(outcome.error) }, 'graceful shutdown failed, force-closing the workers');
+        }
+        await settleWithin(force(), FORCE_CLOSE_MS);
+        return { clean: false };
+      })();
+      return closing;
+    };
+
+    logger.info(
+      {
+        postgres: describeUrl(config.databaseUrl),
+        redis: describeRedisUrl(config.redisUrl),
+        schema: config.schema,
+        prefix,
+        queues: { audit: config.auditQueue, backfill: DEFAULT_BACKFILL_QUEUE, sweeper: DEFAULT_SWEEPER_QUEUE },
+        sweepEveryMs: config.sweepEveryMs,
+        ...(server?.address ? { http: { host: server.address.address, port: server.address.port } } : {}),
+      },
+      'started',
+    );
+    return { close, workers, http: server, logger };
+  } catch (err) {
+    await settleWithin(Promise.allSettled(opened.map((close) => close(true))), FORCE_CLOSE_MS);
+    await http?.close();
+    await redis?.close(true);
+    await pool.end().catch(() => {});
+    throw err;
+  }
+}

@@ -1,0 +1,140 @@
+/**
+ * The operations process's HTTP server: the route table (mounting a route, 404, 405 with Allow,
+ * HEAD, bodies and their limit, errors) and the probes against services that answer and that do not.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { healthRoutes } from '../src/ops/health-routes.js';
+import { HttpError, OpsHttpServer, readBody } from '../src/ops/http-server.js';
+import { TestContext } from './helpers/context.js';
+
+const t = new TestContext('ops_http');
+
+beforeAll(async () => {
+  await t.setup();
+});
+afterAll(async () => {
+  await t.teardown();
+});
+
+async function request(port: number, path: string, init: RequestInit = {}) {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, init);
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, text, json: text ? (JSON.parse(text) as unknown) : undefined };
+}
+
+describe('OpsHttpServer', () => {
+  it('answers from its route table; routes mounted after listen() are served too', async () => {
+    const seen: string[] = [];
+    const server = new OpsHttpServer({
+      routes: [{ method: 'GET', path: '/a', handle: () => ({ status: 200, body: { a: 1 } }) }],
+    });
+    const { port } = await server.listen(0, '127.0.0.1');
+    try {
+      server.route({
+        method: 'POST',
+        path: '/echo',
+        handle: async (req) => {
+          if (req.headers.authorization !== 'Bearer right') throw new HttpError(401, 'unauthorized');
+          const body = (await readBody(req, 16)).toString('utf8');
+          seen.push(body);
+          return { status: 202, body: { got: body } };
+        },
+      });
+      server.route({
+        method: 'GET',
+        path: '/boom',
+        handle: () => {
+          throw Object.assign(new Error('secret detail sk_live_abc'), { code: 'EBOOM' });
+        },
+      });
+      expect(() => server.route({ method: 'GET', path: '/a', handle: () => ({ status: 200 }) })).toThrow(
+        /already mounted/,
+      );
+
+      expect(await request(port, '/a')).toMatchObject({ status: 200, json: { a: 1 } });
+      expect(await request(port, '/a?x=1')).toMatchObject({ status: 200 });
+      const head = await request(port, '/a', { method: 'HEAD' });
+      expect(head).toMatchObject({ status: 200, text: '' });
+      expect(await request(port, '/missing')).toMatchObject({ status: 404, json: { error: 'not found' } });
+      const wrong = await request(port, '/a', { method: 'DELETE' });
+      expect(wrong.status).toBe(405);
+      expect(wrong.headers.get('allow')).toBe('GET, HEAD');
+
+      const post = (body: string, token = 'right') =>
+        request(port, '/echo', { method: 'POST', body, headers: { authorization: `Bearer ${token}` } });
+      expect(await post('hello')).toMatchObject({ status: 202, json: { got: 'hello' } });
+      expect(await post('hello', 'wrong')).toMatchObject({ status: 401, json: { error: 'unauthorized' } });
+      expect(await post('x'.repeat(17))).toMatchObject({ status: 413 });
+      expect(seen).toEqual(['hello']);
+
+      const boom = await request(port, '/boom');
+      expect(boom).toMatchObject({ status: 500, json: { error: 'internal error' } });
+      expect(boom.text).not.toContain('sk_live');
+    } finally {
+      await server.close();
+    }
+    await expect(fetch(`http://127.0.0.1:${port}/a`)).rejects.toThrow();
+  });
+
+  it('refuses a port that is taken', async () => {
+    const first = new OpsHttpServer();
+    const { port } = await first.listen(0, '127.0.0.1');
+    try {
+      await expect(new OpsHttpServer().listen(port, '127.0.0.1')).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    } finally {
+      await first.close();
+    }
+  });
+});
+
+describe('health routes', () => {
+  it('/readyz is 200 with both services answering, 503 naming each failure by code; /healthz names stopped workers', async () => {
+    const live = t.pool(1);
+    const dead = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/none', max: 1 });
+    let running = true;
+    let stopping = false;
+    const server = new OpsHttpServer();
+    for (const r of healthRoutes({
+      pool: live,
+      pingRedis: async () => 'ok',
+      workers: { 'audit writer': { isRunning: () => running } },
+      stopping: () => stopping,
+    })) {
+      server.route(r);
+    }
+    const failing = new OpsHttpServer({
+      routes: healthRoutes({
+        pool: dead,
+        pingRedis: () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })),
+        workers: {},
+        stopping: () => false,
+        readyTimeoutMs: 1_000,
+      }),
+    });
+    const { port } = await server.listen(0, '127.0.0.1');
+    const { port: failingPort } = await failing.listen(0, '127.0.0.1');
+    try {
+      expect(await request(port, '/readyz')).toMatchObject({
+        status: 200,
+        json: { status: 'ready', postgres: 'ok', redis: 'ok' },
+      });
+      expect(await request(failingPort, '/readyz')).toMatchObject({
+        status: 503,
+        json: { status: 'not ready', postgres: 'ECONNREFUSED', redis: 'ECONNREFUSED' },
+      });
+      expect(await request(port, '/healthz')).toMatchObject({ status: 200, json: { status: 'ok' } });
+      running = false;
+      expect(await request(port, '/healthz')).toMatchObject({
+        status: 503,
+        json: { status: 'unhealthy', stopped: ['audit writer'] },
+      });
+      stopping = true;
+      expect(await request(port, '/healthz')).toMatchObject({ status: 503, json: { status: 'stopping' } });
+      expect(await request(port, '/readyz')).toMatchObject({ status: 503, json: { status: 'stopping' } });
+    } finally {
+      await Promise.all([server.close(), failing.close()]);
+      await Promise.all([live.end(), dead.end()]);
+    }
+  });
+});
