@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { errorLabel } from '../errors/clean-name.js';
-import type { Logger } from '../worker/types.js';
+import type { Logger } from '../shared/logger.js';
 
 /** What a route answers: a status, a body (an object is sent as JSON) and extra headers. */
 export type HttpReply = {
