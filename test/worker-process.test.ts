@@ -39,7 +39,7 @@ function logs(child: Collected): LogLine[] {
     .map((l) => JSON.parse(l) as LogLine);
 }
 
-const waitForLog = (child: Collected, msg: string, timeoutMs = 30_000): Promise<LogLine> =>
+const waitForLog = (child: Collected, msg: string, timeoutMs = 60_000): Promise<LogLine> =>
   waitFor(
     () => logs(child).find((l) => l.msg === msg),
     `log line "${msg}"\n${child.out}\n${child.err}`,
@@ -98,7 +98,7 @@ describe('operations process (bullmq-idempotency start)', () => {
         }),
       ),
     );
-    const exit = finished(child, 60_000, 'operations process');
+    const exit = finished(child, 100_000, 'operations process');
     try {
       const started = await waitForLog(child, 'started');
       expect(started).toMatchObject({
@@ -151,7 +151,7 @@ describe('operations process (bullmq-idempotency start)', () => {
     } finally {
       child.kill('SIGKILL');
     }
-  });
+  }, 120_000);
 
   it('every start-up failure is one line and a documented exit code: configuration 3, not migrated 3, unreachable 4', async () => {
     const run = (env: Record<string, string | undefined>, ...flags: string[]) =>
@@ -201,7 +201,7 @@ describe('operations process (bullmq-idempotency start)', () => {
         stdio: ['ignore', 'pipe', 'pipe'],
       }),
     );
-    const exit = finished(child, 60_000, 'npm start');
+    const exit = finished(child, 100_000, 'npm start');
     let program: number | undefined;
     try {
       const started = await waitForLog(child, 'started');
@@ -219,7 +219,7 @@ describe('operations process (bullmq-idempotency start)', () => {
     } finally {
       child.kill('SIGKILL');
     }
-  });
+  }, 120_000);
 
   it('force-closes after BQI_SHUTDOWN_TIMEOUT_MS when a job does not finish, and exits 1', async () => {
     // Hold a lock on the audit table: the writer's insert blocks, its job stays active.
@@ -229,7 +229,7 @@ describe('operations process (bullmq-idempotency start)', () => {
       await client.query('begin');
       await client.query(`lock table ${t.schema}.audit_events in access exclusive mode`);
       const child = start(childEnv(vars({ BQI_AUDIT_QUEUE: 'audit-deadline', BQI_SHUTDOWN_TIMEOUT_MS: '1000' })));
-      const exit = finished(child, 60_000, 'operations process');
+      const exit = finished(child, 100_000, 'operations process');
       try {
         await waitForLog(child, 'started');
         const auditQueue = b.queue('audit-deadline');
@@ -255,7 +255,7 @@ describe('operations process (bullmq-idempotency start)', () => {
       client.release();
       await pool.end();
     }
-  });
+  }, 120_000);
 
   it('startOperationsProcess runs in-process and closes cleanly; refuses to start without Redis', async () => {
     expect(loadConfig(vars({})).auditConcurrency).toBe(4);
