@@ -14,6 +14,7 @@ import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
+import { nodeArgs } from './helpers/spawn.js';
 
 const t = new TestContext('operations');
 const b = bull(t);
@@ -146,9 +147,7 @@ describe('audit backfill', () => {
     const child = spawn(
       process.execPath,
       [
-        '--import',
-        'tsx',
-        fileURLToPath(new URL('./helpers/backfill-child.ts', import.meta.url)),
+        ...nodeArgs(fileURLToPath(new URL('./helpers/backfill-child.ts', import.meta.url))),
         JSON.stringify({
           databaseUrl: t.databaseUrl.replace(/application_name=[^&]*/, 'application_name=backfill_child'),
           redisUrl: t.redisUrl,

@@ -9,6 +9,7 @@ import type { WrapperEvent } from '../src/worker/types.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
+import { sandboxedProcessor } from './helpers/spawn.js';
 
 const t = new TestContext('sandbox_scheduler');
 const b = bull(t);
@@ -29,11 +30,13 @@ afterAll(async () => {
 describe('sandboxed processors', () => {
   it('the wrapper works inside a sandboxed processor file: one commit for duplicate jobs', async () => {
     const q = b.queue('sandboxed');
-    const file = fileURLToPath(new URL('./fixtures/sandboxed-processor.ts', import.meta.url));
+    const { file, execArgv } = sandboxedProcessor(
+      fileURLToPath(new URL('./fixtures/sandboxed-processor.ts', import.meta.url)),
+    );
     const w = b.worker('sandboxed', file as never, {
       concurrency: 2,
       workerForkOptions: {
-        execArgv: ['--import', 'tsx'],
+        execArgv,
         env: {
           ...process.env,
           BQI_DATABASE_URL: inject('databaseUrl'),

@@ -19,7 +19,7 @@ import { LeaseLostError } from '../../src/worker/lease-keeper.js';
 import type { ProcessorContext } from '../../src/worker/types.js';
 import { withIdempotency } from '../../src/worker/with-idempotency.js';
 import { testKeyring } from './keyring.js';
-import { childEnv, ROOT } from './spawn.js';
+import { CHILD_READY_TIMEOUT_MS, childEnv, nodeArgs, ROOT } from './spawn.js';
 
 /** Debian's libfaketime (package `faketime`). */
 export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
@@ -86,12 +86,12 @@ export type ClockWorker = {
 export async function spawnClockWorker(
   config: ClockWorkerConfig,
   skew: string | null,
-  readyTimeoutMs = 20_000,
+  readyTimeoutMs = CHILD_READY_TIMEOUT_MS,
 ): Promise<ClockWorker> {
   if (skew !== null && !existsSync(LIBFAKETIME))
     throw new Error(`${LIBFAKETIME} is missing (apt-get install faketime)`);
   const faked = skew === null ? {} : { LD_PRELOAD: LIBFAKETIME, FAKETIME: skew, FAKETIME_DONT_FAKE_MONOTONIC: '1' };
-  const child = spawn(process.execPath, ['--import', 'tsx', script, JSON.stringify(config)], {
+  const child = spawn(process.execPath, [...nodeArgs(script), JSON.stringify(config)], {
     cwd: ROOT,
     env: childEnv(faked),
     stdio: 'pipe',

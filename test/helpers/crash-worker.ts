@@ -28,6 +28,7 @@ import { postEffect } from '../../src/testing/downstream-stub.js';
 import type { AuditSink, ProcessorContext, WrapperEvent } from '../../src/worker/types.js';
 import { withIdempotency } from '../../src/worker/with-idempotency.js';
 import { testKeyring } from './keyring.js';
+import { CHILD_READY_TIMEOUT_MS, nodeArgs } from './spawn.js';
 
 /** Short BullMQ and ledger timings: the lease lapses before BullMQ redelivers a crashed job. */
 export const CRASH_TIMING = { leaseMs: 600, lockDuration: 1500, stalledInterval: 300 } as const;
@@ -193,8 +194,11 @@ export type CrashWorker = {
 };
 
 /** Starts a crash worker child and waits for its `ready` line. */
-export async function spawnCrashWorker(config: CrashWorkerConfig, readyTimeoutMs = 15_000): Promise<CrashWorker> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, JSON.stringify(config)], {
+export async function spawnCrashWorker(
+  config: CrashWorkerConfig,
+  readyTimeoutMs = CHILD_READY_TIMEOUT_MS,
+): Promise<CrashWorker> {
+  const child = spawn(process.execPath, [...nodeArgs(script), JSON.stringify(config)], {
     cwd: root,
     stdio: 'pipe',
   });
