@@ -8,7 +8,7 @@ import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../src/db/migrate.js';
-import { type Downstream, startDownstream } from '../src/testing/downstream-stub.js';
+import { type CommitCountingServer, startCommitCounter } from '../src/testing/index.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { CRASH_TIMING, type CrashWorker, crashOperation, spawnCrashWorker } from './helpers/crash-worker.js';
 import { PrivatePostgres } from './helpers/private-postgres.js';
@@ -17,13 +17,13 @@ const t = new TestContext('chaos');
 const INTENTS = 300;
 const SCHEMA = 'chaos';
 let db: PrivatePostgres;
-let ds: Downstream;
+let ds: CommitCountingServer;
 
 beforeAll(async () => {
   db = await PrivatePostgres.start();
   await migrate({ connectionString: db.url(), schema: SCHEMA });
   // Each commit takes a while, so the chaos lands while work is in flight.
-  ds = await startDownstream({ delayMs: 300 });
+  ds = await startCommitCounter({ delayMs: 300 });
 }, 60_000);
 afterAll(async () => {
   await ds?.close();

@@ -10,7 +10,7 @@ import { boundedKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { defineOperation } from '../src/operation/define-operation.js';
 import { rerun } from '../src/producer/rerun.js';
-import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
+import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { unknownRecord } from './helpers/cli-records.js';
@@ -21,7 +21,7 @@ import { childEnv, finished, runTs, spawnTs } from './helpers/spawn.js';
 const t = new TestContext('cli_rerun');
 const b = bull(t);
 let ledger: PostgresLedger;
-let downstream: Downstream;
+let downstream: CommitCountingServer;
 /** Processor runs per order. */
 const runs = new Map<string, number>();
 
@@ -47,7 +47,7 @@ beforeAll(async () => {
   await t.setup();
   ledger = t.ledger();
   // Counts every call: a re-run on purpose must reach the downstream again.
-  downstream = await startDownstream({ honourIdempotencyKey: false });
+  downstream = await startCommitCounter({ honourIdempotencyKey: false });
 });
 afterAll(async () => {
   await downstream.close();

@@ -4,7 +4,7 @@ import { StaleEpochError } from '../src/errors/errors.js';
 import type { IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { unseal } from '../src/sealing/sealed-result.js';
-import { type Downstream, type Effect, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
+import { type CommitCountingServer, type Effect, postEffect, startCommitCounter } from '../src/testing/index.js';
 import { LeaseLostError } from '../src/worker/lease-keeper.js';
 import type { ProcessorContext, WrapperEvent } from '../src/worker/types.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
@@ -36,7 +36,7 @@ const { leaseMs, lockDuration, stalledInterval } = CRASH_TIMING;
 const workerOpts = { lockDuration, stalledInterval, concurrency: 1 };
 
 let ledger: PostgresLedger;
-let ds: Downstream;
+let ds: CommitCountingServer;
 let qn = 0;
 const children: CrashWorker[] = [];
 /** What a test opened, closed again after it even when it failed half-way (the leak check stays meaningful). */
@@ -46,7 +46,7 @@ beforeAll(async () => {
   await t.setup();
   await t.query(`create table ${effectsTable} (id serial primary key, ref text not null, amount int not null)`);
   ledger = t.ledger();
-  ds = await startDownstream();
+  ds = await startCommitCounter();
 });
 afterAll(async () => {
   await ds.close();

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { migrate } from '../src/db/migrate.js';
 import { defineOperation, type Operation, RetryableError, withIdempotency } from '../src/index.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
+import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import { bull } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -23,7 +23,7 @@ let db: PrivatePostgres | undefined;
 let ledger: PostgresLedger | undefined;
 let admin: pg.Pool | undefined;
 let qn = 0;
-const opened = { workers: [] as Worker[], queues: [] as Queue[], downstreams: [] as Downstream[] };
+const opened = { workers: [] as Worker[], queues: [] as Queue[], downstreams: [] as CommitCountingServer[] };
 
 beforeAll(async () => {
   db = await PrivatePostgres.start();
@@ -73,8 +73,8 @@ function charge(url: string) {
   };
 }
 
-async function downstream(options: Parameters<typeof startDownstream>[0]): Promise<Downstream> {
-  const d = await startDownstream(options);
+async function downstream(options: Parameters<typeof startCommitCounter>[0]): Promise<CommitCountingServer> {
+  const d = await startCommitCounter(options);
   opened.downstreams.push(d);
   return d;
 }

@@ -12,7 +12,7 @@ import { AuditStore } from '../src/audit/audit-store.js';
 import { IdempotencyConfigError } from '../src/errors/errors.js';
 import { defineOperation, type Operation, withIdempotency } from '../src/index.js';
 import type { ClaimOptions } from '../src/ledger/types.js';
-import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
+import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import { sampleAuditEvent } from './helpers/audit-sample.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext } from './helpers/context.js';
@@ -183,7 +183,7 @@ describe('through pgbouncer in transaction mode with preparedStatements: false',
   });
 
   it('a withIdempotency worker runs 200 jobs at concurrency 20: 200 commits, then 200 replays', async () => {
-    const ds: Downstream = await startDownstream();
+    const ds: CommitCountingServer = await startCommitCounter();
     const ledger = t.ledger({ connectionString: through(), preparedStatements: false, poolSize: 20 });
     try {
       const input = z.object({

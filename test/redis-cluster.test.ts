@@ -16,7 +16,7 @@ import { describeRedisUrl, hasHashTag, parseRedisUrl } from '../src/config/redis
 import { defineOperation, withIdempotency } from '../src/index.js';
 import { createAuditWriter } from '../src/jobs/audit-writer.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
+import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import { settled } from './helpers/bullmq.js';
 import { waitForLog } from './helpers/child-logs.js';
 import { TestContext, waitFor } from './helpers/context.js';
@@ -28,14 +28,14 @@ const t = new TestContext('redis_cluster');
 let cluster: RedisCluster | undefined;
 let redis: Cluster;
 let ledger: PostgresLedger;
-let ds: Downstream;
+let ds: CommitCountingServer;
 const closers: (() => Promise<unknown>)[] = [];
 let completedJobId = '';
 
 beforeAll(async () => {
   await t.setup();
   ledger = t.ledger();
-  ds = await startDownstream();
+  ds = await startCommitCounter();
   cluster = await RedisCluster.start();
   redis = new Cluster(
     cluster.ports.map((port) => ({ host: '127.0.0.1', port })),

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { boundedKey, defineOperation, withIdempotency } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { unseal } from '../src/sealing/sealed-result.js';
-import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
+import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import type { WrapperEvent } from '../src/worker/types.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
@@ -14,12 +14,12 @@ import { sandboxedProcessor } from './helpers/spawn.js';
 const t = new TestContext('sandbox_scheduler');
 const b = bull(t);
 let ledger: PostgresLedger;
-let ds: Downstream;
+let ds: CommitCountingServer;
 
 beforeAll(async () => {
   await t.setup();
   ledger = t.ledger();
-  ds = await startDownstream();
+  ds = await startCommitCounter();
 });
 afterAll(async () => {
   await ds.close();

@@ -6,7 +6,7 @@ import type { AuditEmitter } from '../src/audit/emitter.js';
 import { defineOperation, type Operation, withIdempotency } from '../src/index.js';
 import { ABANDONED_ERROR, sweepLedger } from '../src/jobs/ledger-sweeper.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
+import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -18,12 +18,12 @@ import { testKeyring } from './helpers/keyring.js';
 const t = new TestContext('stale_locks');
 const b = bull(t);
 let ledger: PostgresLedger;
-let ds: Downstream;
+let ds: CommitCountingServer;
 
 beforeAll(async () => {
   await t.setup();
   ledger = t.ledger();
-  ds = await startDownstream();
+  ds = await startCommitCounter();
 });
 afterAll(async () => {
   await ds.close();

@@ -11,7 +11,7 @@ import {
 } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { unseal } from '../src/sealing/sealed-result.js';
-import { type Downstream, postEffect, startDownstream } from '../src/testing/downstream-stub.js';
+import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import type { WrapperEvent } from '../src/worker/types.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
@@ -20,13 +20,13 @@ import { testKeyring } from './helpers/keyring.js';
 const t = new TestContext('wrapper');
 const b = bull(t);
 let ledger: PostgresLedger;
-let ds: Downstream;
+let ds: CommitCountingServer;
 let qn = 0;
 
 beforeAll(async () => {
   await t.setup();
   ledger = t.ledger();
-  ds = await startDownstream();
+  ds = await startCommitCounter();
 });
 afterAll(async () => {
   await ds.close();
@@ -121,7 +121,7 @@ describe('withIdempotency', () => {
   it('two simultaneous jobs with one key: one commit, both end with the same result', async () => {
     const name = names();
     const q = b.queue(name);
-    const slow = await startDownstream({ delayMs: 200, honourIdempotencyKey: false });
+    const slow = await startCommitCounter({ delayMs: 200, honourIdempotencyKey: false });
     try {
       const o = op();
       const w = b.worker(
@@ -154,7 +154,7 @@ describe('withIdempotency', () => {
   it('50 jobs with one key across 3 workers: exactly one commit', async () => {
     const name = names();
     const q = b.queue(name);
-    const plain = await startDownstream({ honourIdempotencyKey: false, delayMs: 50 });
+    const plain = await startCommitCounter({ honourIdempotencyKey: false, delayMs: 50 });
     try {
       const o = op();
       const workers = [1, 2, 3].map(() =>

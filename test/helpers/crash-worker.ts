@@ -24,7 +24,7 @@ import { z } from 'zod';
 import { RetryableError, TerminalError } from '../../src/errors/processor-errors.js';
 import { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
 import { defineOperation } from '../../src/operation/define-operation.js';
-import { postEffect } from '../../src/testing/downstream-stub.js';
+import { postEffect } from '../../src/testing/index.js';
 import type { AuditSink, ProcessorContext, WrapperEvent } from '../../src/worker/types.js';
 import { withIdempotency } from '../../src/worker/with-idempotency.js';
 import { testKeyring } from './keyring.js';

@@ -1,21 +1,22 @@
 import { createServer } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import * as testing from '../src/testing/index.js';
 import {
-  type Downstream,
-  DownstreamRequestError,
+  type CommitCountingServer,
   type Effect,
+  EffectRequestError,
   type PostEffectResult,
   postEffect,
-  type SpawnedDownstream,
-  spawnDownstream,
-  startDownstream,
-} from '../src/testing/downstream-stub.js';
+  type SpawnedCommitCounter,
+  startCommitCounter,
+} from '../src/testing/index.js';
+import { builtScript } from './helpers/spawn.js';
 
 type Committed = { id: string; committed: true };
 
-let ds: Downstream;
+let ds: CommitCountingServer;
 beforeEach(async () => {
-  ds = await startDownstream();
+  ds = await startCommitCounter();
 });
 afterEach(async () => {
   await ds.close();
@@ -49,7 +50,7 @@ function listenOn(port: number): Promise<void> {
   });
 }
 
-describe('downstream stub', () => {
+describe('commit-counting server', () => {
   it('counts commits and serves them over GET /effects', async () => {
     expect(ds.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     const a = await postEffect<Committed>(ds.url, { ref: 'a', n: 1 });
@@ -82,11 +83,13 @@ describe('downstream stub', () => {
     expect(ds.requests).toBe(3); // GETs are not counted
   });
 
-  it('rejects a body that is not JSON without committing', async () => {
-    const res = await fetch(`${ds.url}/effects`, { method: 'POST', body: '{nope' });
-    expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ error: 'invalid_json' });
-    expect(ds.commits).toBe(0);
+  it('rejects a body that is not JSON, or not canonical JSON (a lone surrogate), without committing', async () => {
+    for (const body of ['{nope', '{"ref":"\\ud800"}']) {
+      const res = await fetch(`${ds.url}/effects`, { method: 'POST', body, headers: { 'idempotency-key': 'k' } });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual({ error: 'invalid_json' });
+    }
+    expect([ds.commits, ds.requests]).toEqual([0, 2]);
   });
 
   it('replays the original response for a repeated idempotency key, with one commit', async () => {
@@ -106,7 +109,7 @@ describe('downstream stub', () => {
   });
 
   it('commits every repeat when idempotency keys are not honoured', async () => {
-    const naive = await startDownstream({ honourIdempotencyKey: false });
+    const naive = await startCommitCounter({ honourIdempotencyKey: false });
     try {
       await postEffect(naive.url, { ref: 'x' }, 'key-1');
       const again = await postEffect<Committed>(naive.url, { ref: 'x' }, 'key-1');
@@ -163,7 +166,7 @@ describe('downstream stub', () => {
   it('commit-then-drop: the client sees a network error, one commit, and a retry replays the original', async () => {
     ds.failNext('commit-then-drop');
     const lost = postEffect(ds.url, { ref: 'd' }, 'key-d');
-    await expect(lost).rejects.toBeInstanceOf(DownstreamRequestError);
+    await expect(lost).rejects.toBeInstanceOf(EffectRequestError);
     await expect(lost).rejects.toMatchObject({ code: expect.any(String) });
     expect(ds.commits).toBe(1);
 
@@ -175,14 +178,14 @@ describe('downstream stub', () => {
 
   it('commit-then-drop without a key: the retry commits a duplicate', async () => {
     ds.failNext('commit-then-drop');
-    await expect(postEffect(ds.url, { ref: 'dup' })).rejects.toThrow(DownstreamRequestError);
+    await expect(postEffect(ds.url, { ref: 'dup' })).rejects.toThrow(EffectRequestError);
     await postEffect(ds.url, { ref: 'dup' });
     expect(ds.commitsFor({ ref: 'dup' })).toBe(2);
   });
 
   it('drop-before-commit: the client sees a network error and nothing is committed', async () => {
     ds.failNext('drop-before-commit');
-    await expect(postEffect(ds.url, { ref: 'e' }, 'key-e')).rejects.toThrow(DownstreamRequestError);
+    await expect(postEffect(ds.url, { ref: 'e' }, 'key-e')).rejects.toThrow(EffectRequestError);
     expect(ds.commits).toBe(0);
     expect(ds.requests).toBe(1);
 
@@ -208,7 +211,7 @@ describe('downstream stub', () => {
     ds.failNext('error-500');
     ds.failNext('drop-before-commit');
     expect((await postEffect(ds.url, { n: 1 })).status).toBe(500);
-    await expect(postEffect(ds.url, { n: 2 })).rejects.toThrow(DownstreamRequestError);
+    await expect(postEffect(ds.url, { n: 2 })).rejects.toThrow(EffectRequestError);
     expect((await postEffect(ds.url, { n: 3 })).status).toBe(201);
     expect(ds.effects.map((e) => e.body)).toEqual([{ n: 3 }]);
   });
@@ -251,7 +254,7 @@ describe('downstream stub', () => {
     await roundTrip(ds.url);
     expect(held.settled()).toBe(false);
     gate.release();
-    await expect(held.p).rejects.toThrow(DownstreamRequestError);
+    await expect(held.p).rejects.toThrow(EffectRequestError);
     expect((await postEffect(ds.url, { ref: 'hd' }, 'key-hd')).replayed).toBe(true);
     expect(ds.commits).toBe(1);
   });
@@ -284,7 +287,7 @@ describe('downstream stub', () => {
 
     await expect(ds.close()).resolves.toBeUndefined();
     await expect(ds.close()).resolves.toBeUndefined(); // idempotent
-    await expect(held).rejects.toThrow(DownstreamRequestError);
+    await expect(held).rejects.toThrow(EffectRequestError);
     await expect(postEffect(url, { ref: 'after' })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     await expect(listenOn(port)).resolves.toBeUndefined();
   });
@@ -299,15 +302,29 @@ describe('downstream stub', () => {
   });
 });
 
-describe('downstream stub in a child process', () => {
-  let child: SpawnedDownstream | undefined;
+describe('the names of earlier releases', () => {
+  it('are the same classes and functions', async () => {
+    expect(testing.Downstream).toBe(testing.CommitCountingServer);
+    expect(testing.startDownstream).toBe(testing.startCommitCounter);
+    expect(testing.DownstreamRequestError).toBe(testing.EffectRequestError);
+    expect(testing.spawnDownstream).toBe(testing.spawnCommitCounter);
+    const earlier = await import('../src/testing/downstream-stub.js');
+    expect(Object.keys(earlier).sort()).toEqual(Object.keys(testing).sort());
+  });
+});
+
+describe('commit-counting server in a child process', () => {
+  let child: SpawnedCommitCounter | undefined;
   afterEach(async () => {
     await child?.stop();
     child = undefined;
   });
 
   it('prints its URL, commits, takes faults over POST /control and exits on stop()', async () => {
-    child = await spawnDownstream();
+    // The built module, as the package ships it: its child runs cli.js without tsx.
+    const spawnModule = builtScript('src/testing/spawn.ts') ?? '../src/testing/spawn.js';
+    const { spawnCommitCounter } = (await import(spawnModule)) as typeof import('../src/testing/spawn.js');
+    child = await spawnCommitCounter();
     expect(child.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect((await postEffect(child.url, { ref: 'p' }, 'key-p')).status).toBe(201);
     expect((await postEffect(child.url, { ref: 'p' }, 'key-p')).replayed).toBe(true);
