@@ -32,7 +32,15 @@ export default defineConfig({
         test: { ...shared, name: 'in-process', include: ['test/**/*.test.ts'], exclude: PROCESSES, maxWorkers: 2 },
       },
       {
-        test: { ...shared, name: 'processes', include: PROCESSES, maxWorkers: 1, sequence: { groupOrder: 1 } },
+        test: {
+          ...shared,
+          name: 'processes',
+          include: PROCESSES,
+          maxWorkers: 1,
+          sequence: { groupOrder: 1 },
+          // A bound on a hang only: a test of several children waits for each of their steps.
+          testTimeout: 120_000,
+        },
       },
     ],
   },

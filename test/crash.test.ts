@@ -113,6 +113,12 @@ async function child(queue: string, over: Partial<CrashWorkerConfig>): Promise<C
   return c;
 }
 
+/**
+ * How long a test waits for one event of a worker (a commit, a settled job): only a bound on a
+ * hang, generous because a loaded machine slows every step; an early failure still fails at once.
+ */
+const EVENT_MS = 30_000;
+
 /** Rejects if `p` does not settle within `ms`. */
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -173,7 +179,7 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     const first = await child(name, {});
     const gate = ds.holdNext();
     const { jobId, key, idempotencyKey } = await o.enqueue(q, { order: 'o-commit', amount: 100 });
-    const effect = await within(gate.reached, 10_000, 'the downstream commit');
+    const effect = await within(gate.reached, EVENT_MS, 'the downstream commit');
     expect(ds.commits).toBe(1);
     expect(withOpenedResult(await ledger.get(key))).toMatchObject({ status: 'locked', epoch: 1 });
     await first.kill(); // the commit happened, its response is still pending
@@ -181,7 +187,7 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     expect(first.child.signalCode).toBe('SIGKILL');
 
     const { w, events } = takeoverWorker(name, chargeProcessor(ds.url), 'idempotent');
-    const r = await settled(q, jobId, 15_000);
+    const r = await settled(q, jobId, EVENT_MS);
     expect(r.state).toBe('completed');
     expect(unseal(r.returnvalue, testKeyring)).toEqual({ effectId: effect.id });
     expect(ds.commits).toBe(1);
@@ -210,13 +216,13 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     const first = await child(name, { downstream: 'none' });
     const gate = ds.holdNext();
     const { jobId, key } = await o.enqueue(q, { order: 'o-none', amount: 100 });
-    await within(gate.reached, 10_000, 'the downstream commit');
+    await within(gate.reached, EVENT_MS, 'the downstream commit');
     expect(withOpenedResult(await ledger.get(key))).toMatchObject({ status: 'locked', epoch: 1, downstream: 'none' });
     await first.kill();
     gate.release();
 
     const { w, events } = takeoverWorker(name, chargeProcessor(ds.url), 'none');
-    const r = await settled(q, jobId, 15_000);
+    const r = await settled(q, jobId, EVENT_MS);
     expect(r.state).toBe('failed');
     expect(r.failedReason).toMatch(/^IDEMPOTENCY_UNKNOWN_OUTCOME/);
     expect(r.job.attemptsMade).toBe(1); // unrecoverable: not retried
@@ -247,7 +253,7 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     await first.kill();
 
     const { w, events } = takeoverWorker(name, chargeProcessor(ds.url), 'idempotent');
-    const r = await settled(q, jobId, 15_000);
+    const r = await settled(q, jobId, EVENT_MS);
     expect(r.state).toBe('completed');
     expect(ds.commits).toBe(1);
     expect(ds.requests).toBe(1);
@@ -281,7 +287,7 @@ describe('5. a worker process SIGKILLed mid-job; another worker gets the stalled
     await first.kill();
 
     const { w, events } = takeoverWorker(name, chargeProcessor(ds.url), 'idempotent');
-    const r = await settled(q, jobId, 15_000);
+    const r = await settled(q, jobId, EVENT_MS);
     expect(r.state).toBe('completed');
     expect(unseal(r.returnvalue, testKeyring)).toEqual({ effectId: 'eff_1' });
     expect(ds.commits).toBe(1);
@@ -409,14 +415,14 @@ describe('6. BullMQ lock lost while the first worker still runs', () => {
     let wB: Worker | undefined;
     try {
       const { jobId, key } = await s.o.enqueue(q, { order: 'o-lost-wait', amount: 3 });
-      const a = await within(s.aStarted, 10_000, 'the first attempt');
+      const a = await within(s.aStarted, EVENT_MS, 'the first attempt');
       wB = s.startB();
       await loseLockAfterHeartbeat(key, `${t.prefix}:${name}:${jobId}:lock`);
       await waitFor(() => s.eventsB.some((e) => e.type === 'in_progress'), 'the second worker to find it in progress');
       expect(withOpenedResult(await ledger.get(key))).toMatchObject({ status: 'locked', epoch: 1 });
       // The first attempt now finishes; it still holds epoch 1, so its completion stands.
       s.releaseA();
-      const r = await settled(q, jobId, 15_000);
+      const r = await settled(q, jobId, EVENT_MS);
       expect(r.state).toBe('completed');
       expect(unseal(r.returnvalue, testKeyring)).toEqual({ effectId: a.effectId, epoch: 1 });
       expect(ds.commits).toBe(1);
@@ -460,7 +466,7 @@ describe('6. BullMQ lock lost while the first worker still runs', () => {
     let wB: Worker | undefined;
     try {
       const { jobId, key } = await s.o.enqueue(q, { order: 'o-lost-stale', amount: 4 });
-      const a = await within(s.aStarted, 10_000, 'the first attempt');
+      const a = await within(s.aStarted, EVENT_MS, 'the first attempt');
       expect(a.ctx.signal.aborted).toBe(false);
       wB = s.startB();
       await loseLockAfterHeartbeat(key, `${t.prefix}:${name}:${jobId}:lock`);
@@ -471,12 +477,12 @@ describe('6. BullMQ lock lost while the first worker still runs', () => {
       expect(a.ctx.signal.reason).toBeInstanceOf(LeaseLostError);
       expect((a.ctx.signal.reason as LeaseLostError).reason).toBe('lock_lost');
       // It stops renewing: its lease lapses and the second worker takes over with epoch 2.
-      const r = await settled(q, jobId, 15_000);
+      const r = await settled(q, jobId, EVENT_MS);
       expect(r.state).toBe('completed');
       expect(unseal(r.returnvalue, testKeyring)).toEqual({ effectId: a.effectId, epoch: 2 });
       // Now the first attempt returns late: fenced.
       s.releaseA();
-      const outcome = await within(s.aOutcome() ?? Promise.reject(new Error('no attempt A')), 10_000, 'attempt A');
+      const outcome = await within(s.aOutcome() ?? Promise.reject(new Error('no attempt A')), EVENT_MS, 'attempt A');
       expect(outcome.ok).toBe(false);
       expect(outcome.ok ? undefined : outcome.error).toBeInstanceOf(StaleEpochError);
       expect(s.eventsA.map((e) => [e.type, e.epoch])).toEqual([
@@ -516,9 +522,9 @@ describe('7. resume after a process restart in the middle of a three-step job', 
     const gateA = ds.holdNext();
     const gateB = ds.holdNext();
     const { jobId, key } = await o.enqueue(q, { order: 'o-steps', amount: 1 });
-    const effA = await within(gateA.reached, 10_000, 'step a’s commit');
+    const effA = await within(gateA.reached, EVENT_MS, 'step a’s commit');
     gateA.release();
-    const effB = await within(gateB.reached, 10_000, 'step b’s commit');
+    const effB = await within(gateB.reached, EVENT_MS, 'step b’s commit');
     expect(withOpenedResult(await ledger.get(stepKey(key, 'a')))).toMatchObject({
       status: 'completed',
       epoch: 1,
@@ -535,7 +541,7 @@ describe('7. resume after a process restart in the middle of a three-step job', 
     gateB.release();
 
     const second = await child(name, { processor: 'steps' });
-    const r = await settled(q, jobId, 15_000);
+    const r = await settled(q, jobId, EVENT_MS);
     expect(r.state).toBe('completed');
     expect(unseal(r.returnvalue, testKeyring)).toEqual({ a: effA.id, b: effB.id, c: 'eff_3' });
     expect(ds.commits).toBe(3);
@@ -596,7 +602,7 @@ describe('8. ctx.tx: an effect written in the ledger’s transaction is never do
     await first.kill();
 
     const { w, events } = takeoverWorker(name, txProcessor(effectsTable), 'none');
-    const r = await settled(q, jobId, 15_000);
+    const r = await settled(q, jobId, EVENT_MS);
     expect(r.state).toBe('completed');
     expect(unseal(r.returnvalue, testKeyring)).toEqual({ rowId: rows[0]?.id });
     expect(await effectRows('o-tx')).toEqual(rows);
@@ -625,7 +631,7 @@ describe('8. ctx.tx: an effect written in the ledger’s transaction is never do
     await first.kill();
 
     const { w, events } = takeoverWorker(name, txProcessor(effectsTable), 'idempotent');
-    const r = await settled(q, jobId, 15_000);
+    const r = await settled(q, jobId, EVENT_MS);
     expect(r.state).toBe('completed');
     const rows = await effectRows('o-in-tx');
     expect(rows).toHaveLength(1);

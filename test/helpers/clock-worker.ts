@@ -119,7 +119,7 @@ export async function spawnClockWorker(
   });
   const alive = () => child.exitCode === null && child.signalCode === null;
 
-  const waitFor: ClockWorker['waitFor'] = (event, timeoutMs = 15_000) =>
+  const waitFor: ClockWorker['waitFor'] = (event, timeoutMs = 30_000) =>
     new Promise((resolve, reject) => {
       type M = Extract<ClockMessage, { event: typeof event }>;
       const end = (fn: () => void) => {

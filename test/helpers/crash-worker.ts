@@ -233,7 +233,7 @@ export async function spawnCrashWorker(
   child.stdin.on('error', () => {}); // EPIPE after a kill
 
   const alive = () => child.exitCode === null && child.signalCode === null;
-  const waitFor: CrashWorker['waitFor'] = (event, match, timeoutMs = 10_000) =>
+  const waitFor: CrashWorker['waitFor'] = (event, match, timeoutMs = 30_000) =>
     new Promise((resolve, reject) => {
       type M = Extract<ChildMessage, { event: typeof event }>;
       const find = () => messages.find((m): m is M => m.event === event && (!match || match(m as M)));
