@@ -1,9 +1,29 @@
 import { randomBytes } from 'node:crypto';
+import type { Queue } from 'bullmq';
+import type pg from 'pg';
 import { z } from 'zod';
-import { defineKeyring, defineOperation, type Keyring, parseKeyringSpec } from '../src/index.js';
+import {
+  AuditEmitter,
+  auditRedactor,
+  DEFAULT_AUDIT_QUEUE,
+  defineKeyring,
+  defineOperation,
+  defineRedactionPolicy,
+  type Keyring,
+  type ProcessorContext,
+  parseKeyringSpec,
+  RetryableError,
+} from '../src/index.js';
+import { postEffect } from '../src/testing/index.js';
 
 /** Short lock and stall timings so a killed worker's job is redelivered within seconds. */
 export const DEMO_WORKER_TIMING = { lockDuration: 2_000, stalledInterval: 1_000, maxStalledCount: 1 };
+
+/** The task whose audit trail the demo prints: the charge whose worker is killed. */
+export const DEMO_TASK = 'task-42';
+
+/** The audit queue under the demo's prefix: the CLI's default `BQI_AUDIT_QUEUE`. */
+export const DEMO_AUDIT_QUEUE = DEFAULT_AUDIT_QUEUE;
 
 /**
  * The demo's keyring: `BQI_KEYRING` when set (the demo's worker process gets it that way), else a
@@ -33,4 +53,42 @@ export function chargeOperation(downstream: 'idempotent' | 'none') {
     lease: '1s',
     downstream,
   });
+}
+
+/** Nothing was committed: BullMQ retries with the same key. Its code is what the audit trail shows. */
+export class DownstreamUnavailableError extends RetryableError {
+  readonly code = 'DOWNSTREAM_UNAVAILABLE';
+  constructor(status: number) {
+    super(`downstream answered ${status}`);
+  }
+}
+
+export type ChargeOperation = ReturnType<typeof chargeOperation>;
+export type ChargeInput = { order: string; amount: number };
+export type ChargeResult = { chargeId: string; receiptToken?: string };
+
+/**
+ * The charge processor: one POST to the downstream with the operation key. A 5xx says nothing
+ * was committed (RetryableError: BullMQ retries with the same key). With `decide`, the attempt
+ * first records its tool decision in the audit trail and waits until it is durable.
+ */
+export function chargeProcessor(downstreamUrl: string, decide = false, onCommitted?: () => Promise<never>) {
+  return async (input: ChargeInput, ctx: ProcessorContext): Promise<ChargeResult> => {
+    if (decide) await ctx.audit({ action: 'tool.charge_card', decision: 'allow', reasonCode: 'AMOUNT_WITHIN_LIMIT' });
+    const res = await postEffect<{ id: string }>(downstreamUrl, input, ctx.idempotencyKey, ctx.signal);
+    if (res.status >= 500) throw new DownstreamUnavailableError(res.status);
+    if (onCommitted) return onCommitted();
+    return { chargeId: res.body.id };
+  };
+}
+
+/** An audit emitter on the demo's audit queue, with refs keyed from the demo's keyring. */
+export function demoAuditEmitter(queue: Queue, pool: pg.Pool, schema: string, keyring: Keyring, actorId: string) {
+  const policy = demoPolicy(keyring);
+  return new AuditEmitter({ queue, pool, schema, redact: auditRedactor(policy), redactionPolicy: policy, actorId });
+}
+
+/** The demo's redaction policy: refs keyed from its keyring, so the emitters', the writer's and the CLI's match. */
+export function demoPolicy(keyring: Keyring) {
+  return defineRedactionPolicy({ version: 'demo-1', hmacKeys: keyring.refKeys() });
 }

@@ -1,13 +1,20 @@
 /**
- * The demo's doomed worker: a separate process that takes a charge job, gets the downstream to
- * commit, says so on stdout, and then hangs until the demo kills it with SIGKILL — before it can
- * record the completion. Argument: JSON { databaseUrl, redisUrl, schema, prefix, queue, downstreamUrl };
- * the keyring comes in `BQI_KEYRING`, never on the command line.
+ * The demo's doomed worker: a separate process that takes the charge job of the demo's task,
+ * records its decision, gets the downstream to commit, says so on stdout, and then hangs until
+ * the demo kills it with SIGKILL — before it can record the completion. Argument: JSON
+ * { databaseUrl, redisUrl, schema, prefix, queue, downstreamUrl }; the keyring comes in
+ * `BQI_KEYRING`, never on the command line.
  */
-import { Worker } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import { PostgresLedger, withIdempotency } from '../src/index.js';
-import { postEffect } from '../src/testing/downstream-stub.js';
-import { chargeOperation, DEMO_WORKER_TIMING, demoKeyring } from './demo-operation.js';
+import {
+  chargeOperation,
+  chargeProcessor,
+  DEMO_AUDIT_QUEUE,
+  DEMO_WORKER_TIMING,
+  demoAuditEmitter,
+  demoKeyring,
+} from './demo-operation.js';
 
 const cfg = JSON.parse(process.argv[2] as string) as {
   databaseUrl: string;
@@ -17,19 +24,26 @@ const cfg = JSON.parse(process.argv[2] as string) as {
   queue: string;
   downstreamUrl: string;
 };
+const connection = { url: cfg.redisUrl, maxRetriesPerRequest: null };
+const keyring = demoKeyring();
 const ledger = new PostgresLedger({ connectionString: cfg.databaseUrl, schema: cfg.schema, poolSize: 2 });
+const auditQueue = new Queue(DEMO_AUDIT_QUEUE, { connection, prefix: cfg.prefix });
+const audit = demoAuditEmitter(auditQueue, ledger.pool, cfg.schema, keyring, 'demo-worker-2');
+const hang = () => {
+  process.stdout.write('committed\n');
+  return new Promise<never>(() => {}); // the demo kills this process now
+};
 const worker = new Worker(
   cfg.queue,
-  withIdempotency(
-    chargeOperation('idempotent'),
-    async (input, ctx) => {
-      await postEffect(cfg.downstreamUrl, input, ctx.idempotencyKey);
-      process.stdout.write('committed\n');
-      return new Promise<never>(() => {}); // hang: the demo kills this process now
-    },
-    { ledger, keyring: demoKeyring(), worker: DEMO_WORKER_TIMING },
-  ),
-  { connection: { url: cfg.redisUrl }, prefix: cfg.prefix, ...DEMO_WORKER_TIMING },
+  withIdempotency(chargeOperation('idempotent'), chargeProcessor(cfg.downstreamUrl, true, hang), {
+    ledger,
+    keyring,
+    audit,
+    worker: DEMO_WORKER_TIMING,
+  }),
+  { connection, prefix: cfg.prefix, ...DEMO_WORKER_TIMING },
 );
 worker.on('error', () => {});
+await worker.waitUntilReady();
+process.stdout.write('ready\n');
 process.stdin.on('end', () => process.exit(0)).resume(); // never outlive the demo

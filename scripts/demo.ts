@@ -2,7 +2,12 @@
  * `npm run demo`: side-effecting BullMQ jobs against a local downstream that counts commits,
  * with the faults BullMQ users meet: duplicate adds, lost responses, a changed input, a killed
  * worker, and many workers racing for one operation. Prints, per scenario, the intents, the
- * downstream commits and the ledger state. Exits non-zero if commits ever exceed intents.
+ * downstream commits and the ledger state; then the audit side: the timeline of one task, an
+ * audit backfill restoring deleted events, and what an operator runs for the `unknown` operation.
+ * Exits non-zero if commits ever exceed intents.
+ *
+ * `--keep` leaves the run's schema and queues in place and prints how to reach them with the CLI;
+ * `--clean <id>` removes what a kept run left.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -10,36 +15,76 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 import { type Job, Queue, Worker } from 'bullmq';
-import pg from 'pg';
-import { migrate, PostgresLedger, parseKeyringSpec, RetryableError, unseal, withIdempotency } from '../src/index.js';
-import { postEffect, startDownstream } from '../src/testing/downstream-stub.js';
-import { chargeOperation, DEMO_WORKER_TIMING } from './demo-operation.js';
+import {
+  AuditStore,
+  createAuditWriter,
+  type IdempotentProcessor,
+  migrate,
+  PostgresLedger,
+  parseKeyringSpec,
+  renderTimeline,
+  timeline,
+  unseal,
+  withIdempotency,
+} from '../src/index.js';
+import { postEffect, startDownstream } from '../src/testing/index.js';
+import { auditWritten, showBackfill } from './demo-audit.js';
+import { demoPlace, removeDemoData } from './demo-data.js';
+import {
+  type ChargeInput,
+  type ChargeOperation,
+  type ChargeResult,
+  chargeOperation,
+  chargeProcessor,
+  DEMO_AUDIT_QUEUE,
+  DEMO_TASK,
+  DEMO_WORKER_TIMING,
+  demoAuditEmitter,
+  demoPolicy,
+} from './demo-operation.js';
+import { cliLine, LEGEND, type Row, TIMELINE_INTRO, table } from './demo-report.js';
 import { services } from './services.js';
 
-type Row = { scenario: string; intents: number; commits: number; ledger: string; outcome: string };
+const USAGE = 'usage: npm run demo [-- --keep | -- --clean <id>]';
+const args = process.argv.slice(2);
+const keep = args.includes('--keep');
+if (args[0] === '--clean') {
+  const place = demoPlace(args[1] ?? '');
+  const svc = await services();
+  await removeDemoData(place, svc.databaseUrl, svc.redisUrl);
+  await svc.stop();
+  console.log(`removed schema ${place.schema} and the keys under ${place.prefix}`);
+  process.exit(0);
+}
+if (args.some((a) => a !== '--keep')) {
+  process.stderr.write(`${USAGE}\n`);
+  process.exit(2);
+}
 
 const svc = await services();
-const id = randomBytes(3).toString('hex');
-const schema = `bqi_demo_${id}`;
-const prefix = `{bqi-demo-${id}}`;
+const place = demoPlace(randomBytes(3).toString('hex'));
+const { schema, prefix } = place;
 const connection = { url: svc.redisUrl, maxRetriesPerRequest: null };
 await migrate({ connectionString: svc.databaseUrl, schema });
 const ledger = new PostgresLedger({ connectionString: svc.databaseUrl, schema });
 const ds = await startDownstream();
 // What the ledger and BullMQ keep is sealed with this key; a real deployment configures its own.
-const keyringSpec = process.env.BQI_KEYRING ?? `demo:base64:${randomBytes(32).toString('base64')}`;
+const ownKeyring = process.env.BQI_KEYRING;
+const keyringSpec = ownKeyring ?? `demo:base64:${randomBytes(32).toString('base64')}`;
 const keyring = parseKeyringSpec(keyringSpec);
-const closers: (() => Promise<unknown>)[] = [];
+const auditQueue = new Queue(DEMO_AUDIT_QUEUE, { connection, prefix });
+const audit = demoAuditEmitter(auditQueue, ledger.pool, schema, keyring, 'demo-worker-1');
+const writer = createAuditWriter({
+  connection,
+  prefix,
+  pool: ledger.pool,
+  schema,
+  redactionPolicy: demoPolicy(keyring),
+});
+writer.on('error', () => {});
+const closers: (() => Promise<unknown>)[] = [() => audit.close(), () => writer.close(), () => auditQueue.close()];
 const rows: Row[] = [];
 let qn = 0;
-
-function charge(downstreamUrl = ds.url) {
-  return async (input: { order: string; amount: number }, ctx: { idempotencyKey: string; signal: AbortSignal }) => {
-    const res = await postEffect<{ id: string }>(downstreamUrl, input, ctx.idempotencyKey, ctx.signal);
-    if (res.status >= 500) throw new RetryableError(`downstream answered ${res.status}`);
-    return { chargeId: res.body.id };
-  };
-}
 
 function queue(): Queue {
   const q = new Queue(`charges-${++qn}`, { connection, prefix });
@@ -52,6 +97,11 @@ function worker(q: Queue, processor: (job: Job) => Promise<unknown>, concurrency
   w.on('error', () => {});
   closers.unshift(() => w.close());
   return w;
+}
+
+/** The demo's options of `withIdempotency`: its ledger, keyring and audit trail. */
+function wrap(op: ChargeOperation, processor: IdempotentProcessor<ChargeInput, ChargeResult>) {
+  return withIdempotency(op, processor, { ledger, keyring, audit, worker: DEMO_WORKER_TIMING });
 }
 
 type Finished = { job: Job; state: 'completed' | 'failed' };
@@ -86,12 +136,57 @@ function shown(view: unknown): string {
   return JSON.stringify({ ...clear, ...($sealed ? { $sealed: `<${$sealed.length} chars>` } : {}) });
 }
 
-async function scenario(name: string, run: () => Promise<Omit<Row, 'scenario'>>): Promise<void> {
+async function scenario(name: string, run: () => Promise<Omit<Row, 'scenario' | 'commits'>>): Promise<void> {
   const before = ds.commits;
   const r = await run();
   rows.push({ scenario: name, ...r, commits: ds.commits - before });
   process.stderr.write(`  ✓ ${name}\n`);
 }
+
+/**
+ * The worker that will be killed runs in a process of its own, started now: its start-up (seconds
+ * on a busy machine) overlaps the first scenarios. It says `ready`, then `committed`.
+ */
+function startDoomedWorker() {
+  const q = queue();
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      fileURLToPath(new URL('./demo-worker.ts', import.meta.url)),
+      JSON.stringify({
+        databaseUrl: svc.databaseUrl,
+        redisUrl: svc.redisUrl,
+        schema,
+        prefix,
+        queue: q.name,
+        downstreamUrl: ds.url,
+      }),
+    ],
+    { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, BQI_KEYRING: keyringSpec } },
+  );
+  closers.push(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  const waiting = new Map<string, () => void>();
+  createInterface({ input: child.stdout! }).on('line', (l) => waiting.get(l)?.());
+  const said = (word: string) =>
+    new Promise<void>((resolve, reject) => {
+      waiting.set(word, resolve);
+      child.once('exit', () => reject(new Error(`the demo's worker process exited before saying ${word}`)));
+    });
+  const ready = said('ready');
+  const committed = said('committed');
+  // Awaited later: a failure before then must not be an unhandled rejection.
+  ready.catch(() => {});
+  committed.catch(() => {});
+  return { queue: q, child, ready, committed };
+}
+const doomed = startDoomedWorker();
+
+/** What the audit side of the demo found, printed after the table. */
+const told: { unknownKey?: string; unknownCharge?: string | undefined; timeline?: string; backfill?: string[] } = {};
 
 try {
   const idem = chargeOperation('idempotent');
@@ -108,11 +203,10 @@ try {
       const j = await q.add('charge', { order: 'A-100', amount: 1200, note });
       jobs.push({ ...jobs[0], jobId: j.id as string } as (typeof jobs)[0]);
     }
-    worker(q, withIdempotency(idem, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }));
+    worker(q, wrap(idem, chargeProcessor(ds.url)));
     const done = await Promise.all([...new Set(jobs.map((j) => j.jobId))].map((jid) => finished(q, jid)));
     return {
       intents: 1,
-      commits: 0,
       ledger: await ledgerState(jobs[0]!.key),
       outcome: `5 adds → ${done.length} jobs: ${outcome(done)}`,
     };
@@ -120,7 +214,7 @@ try {
 
   await scenario('lost response, downstream honours the key', async () => {
     const q = queue();
-    worker(q, withIdempotency(idem, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }));
+    worker(q, wrap(idem, chargeProcessor(ds.url)));
     ds.failNext('commit-then-drop'); // commits, then the connection drops before the reply
     const { jobId, key } = await idem.enqueue(
       q,
@@ -130,7 +224,6 @@ try {
     const job = await finished(q, jobId);
     return {
       intents: 1,
-      commits: 0,
       ledger: await ledgerState(key),
       outcome: `${outcome([job])} after ${job.job.attemptsMade} attempts`,
     };
@@ -138,72 +231,60 @@ try {
 
   await scenario('lost response, downstream has no idempotent API', async () => {
     const q = queue();
-    worker(q, withIdempotency(none, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }));
+    worker(q, wrap(none, chargeProcessor(ds.url)));
     ds.failNext('commit-then-drop');
-    const { jobId, key } = await none.enqueue(
+    const { jobId, key, idempotencyKey } = await none.enqueue(
       q,
       { order: 'C-300', amount: 450 },
       { jobOptions: { attempts: 3, backoff: 100 } },
     );
     const job = await finished(q, jobId);
-    return {
-      intents: 1,
-      commits: 0,
-      ledger: await ledgerState(key),
-      outcome: `${outcome([job])}: held for an operator`,
-    };
+    told.unknownKey = idempotencyKey;
+    told.unknownCharge = ds.effectsFor({ order: 'C-300' })[0]?.id;
+    return { intents: 1, ledger: await ledgerState(key), outcome: `${outcome([job])}: held for an operator` };
   });
 
   await scenario('same key, changed amount', async () => {
     const q = queue();
-    worker(q, withIdempotency(idem, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }));
+    // Both are queued before a worker of concurrency 1 starts: the original is taken first.
     const first = await q.add('charge', { order: 'D-400', amount: 700 });
     const changed = await q.add('charge', { order: 'D-400', amount: 70_000 });
+    worker(q, wrap(idem, chargeProcessor(ds.url)), 1);
     const done = [await finished(q, first.id as string), await finished(q, changed.id as string)];
     const key = idem.keyFor(idem.parseInput({ order: 'D-400', amount: 700 }));
-    return { intents: 1, commits: 0, ledger: await ledgerState(key), outcome: outcome(done) };
+    return {
+      intents: 1,
+      ledger: await ledgerState(key),
+      outcome: `original ${outcome(done.slice(0, 1))}; changed ${outcome(done.slice(1))}`,
+    };
   });
 
   await scenario('worker killed after the downstream committed', async () => {
-    const q = queue();
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        fileURLToPath(new URL('./demo-worker.ts', import.meta.url)),
-        JSON.stringify({
-          databaseUrl: svc.databaseUrl,
-          redisUrl: svc.redisUrl,
-          schema,
-          prefix,
-          queue: q.name,
-          downstreamUrl: ds.url,
-        }),
-      ],
-      { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, BQI_KEYRING: keyringSpec } },
+    const q = doomed.queue;
+    await doomed.ready;
+    ds.failNext('error-500'); // its first attempt finds the downstream down: nothing commits, BullMQ retries
+    const { jobId, key } = await idem.enqueue(
+      q,
+      { order: 'E-500', amount: 3100 },
+      { taskId: DEMO_TASK, jobOptions: { attempts: 3, backoff: 100 } },
     );
-    const committed = new Promise<void>((resolve, reject) => {
-      createInterface({ input: child.stdout! }).on('line', (l) => l === 'committed' && resolve());
-      child.once('exit', () => reject(new Error('demo worker exited early')));
-    });
-    const { jobId, key } = await idem.enqueue(q, { order: 'E-500', amount: 3100 });
-    await committed;
-    child.kill('SIGKILL'); // dies holding the lease, before recording the completion
-    worker(q, withIdempotency(idem, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }));
+    await doomed.committed;
+    doomed.child.kill('SIGKILL'); // dies holding the lease, before recording the completion
+    worker(q, wrap(idem, chargeProcessor(ds.url, true)));
     const job = await finished(q, jobId);
+    // The same job sent once more (a webhook replay): it finds the key completed.
+    const copy = await q.add('charge', job.job.data);
+    const replay = await finished(q, copy.id as string);
     return {
       intents: 1,
-      commits: 0,
       ledger: await ledgerState(key),
-      outcome: `${outcome([job])} (stalled, taken over)`,
+      outcome: `${outcome([job])} (a 500, then killed: taken over); its copy: ${outcome([replay]).split(' ')[0]}, replayed`,
     };
   });
 
   await scenario('50 jobs for 1 intent across 3 workers', async () => {
     const q = queue();
-    for (let i = 0; i < 3; i++)
-      worker(q, withIdempotency(idem, charge(), { ledger, keyring, worker: DEMO_WORKER_TIMING }), 10);
+    for (let i = 0; i < 3; i++) worker(q, wrap(idem, chargeProcessor(ds.url)), 10);
     const added = await q.addBulk(
       Array.from({ length: 50 }, (_, i) => ({
         name: 'charge',
@@ -212,7 +293,7 @@ try {
     );
     const done = await Promise.all(added.map((j) => finished(q, j.id as string)));
     const key = idem.keyFor(idem.parseInput({ order: 'F-600', amount: 5 }));
-    return { intents: 1, commits: 0, ledger: await ledgerState(key), outcome: outcome(done) };
+    return { intents: 1, ledger: await ledgerState(key), outcome: outcome(done) };
   });
 
   await scenario('sealed result, replayed exactly', async () => {
@@ -221,15 +302,11 @@ try {
     let returned: unknown;
     worker(
       q,
-      withIdempotency(
-        idem,
-        async (input, ctx) => {
-          const res = await postEffect<{ id: string }>(ds.url, input, ctx.idempotencyKey, ctx.signal);
-          returned = { chargeId: res.body.id, receiptToken: token };
-          return returned as { chargeId: string; receiptToken: string };
-        },
-        { ledger, keyring, worker: DEMO_WORKER_TIMING },
-      ),
+      wrap(idem, async (input, ctx) => {
+        const res = await postEffect<{ id: string }>(ds.url, input, ctx.idempotencyKey, ctx.signal);
+        returned = { chargeId: res.body.id, receiptToken: token };
+        return returned as { chargeId: string; receiptToken: string };
+      }),
     );
     const { jobId, key } = await idem.enqueue(q, { order: 'G-700', amount: 2500 });
     const first = await finished(q, jobId);
@@ -239,49 +316,48 @@ try {
     const { Redis } = await import('ioredis');
     const redis = new Redis(svc.redisUrl);
     let inRedis = 0;
-    for (const k of await redis.keys(`${prefix}*`)) {
-      const type = await redis.type(k);
-      const dump =
-        type === 'hash' ? JSON.stringify(await redis.hgetall(k)) : type === 'string' ? await redis.get(k) : '';
-      if (dump?.includes(token)) inRedis++;
-    }
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      for (const k of keys) {
+        const type = await redis.type(k);
+        const dump =
+          type === 'hash' ? JSON.stringify(await redis.hgetall(k)) : type === 'string' ? await redis.get(k) : '';
+        if (dump?.includes(token)) inRedis++;
+      }
+    } while (cursor !== '0');
     await redis.quit();
     const row = await ledger.get(key);
     const inPostgres = JSON.stringify(row).includes(token) ? 1 : 0;
     return {
       intents: 1,
-      commits: 0,
       ledger: await ledgerState(key),
       outcome: `${outcome([first, replay])}; unsealed = returned: ${exact}; token in Redis keys: ${inRedis}, in the ledger: ${inPostgres}`,
     };
   });
+
+  // The audit side: every transition above, and the decisions, are in audit_events by now.
+  await audit.flush();
+  await auditWritten(auditQueue);
+  const b = await showBackfill(ledger.pool, schema, auditQueue);
+  told.backfill = [
+    `Audit backfill: ${b.deleted} events deleted from audit_events on purpose (every completed and unknown`,
+    `transition); runBackfill read ${b.rowsScanned} ledger rows and sent the ${b.eventsEnqueued} events they imply;`,
+    `the writer stored ${b.restored} of them again (${b.sameIds ? 'the deleted ids exactly' : 'NOT the deleted ids'}), the other ${b.eventsEnqueued - b.restored} were there already.`,
+  ];
+  const t = await timeline({ taskId: DEMO_TASK }, { store: new AuditStore(ledger.pool, schema), ledger });
+  told.timeline = renderTimeline(t);
 } finally {
   for (const close of closers) await close().catch(() => {});
   await ds.close();
   await ledger.close();
-  const admin = new pg.Client({ connectionString: svc.databaseUrl });
-  await admin.connect();
-  await admin.query(`drop schema if exists ${schema} cascade`);
-  await admin.end();
-  const { Redis } = await import('ioredis');
-  const redis = new Redis(svc.redisUrl);
-  const keys = await redis.keys(`${prefix}*`);
-  if (keys.length) await redis.del(...keys);
-  await redis.quit();
+  if (!keep) await removeDemoData(place, svc.databaseUrl, svc.redisUrl);
   await svc.stop();
 }
 
-const header: Row = { scenario: 'scenario', intents: 0, commits: 0, ledger: 'ledger', outcome: 'jobs' };
-const w = {
-  scenario: Math.max(...rows.map((r) => r.scenario.length), 8),
-  ledger: Math.max(...rows.map((r) => r.ledger.length), 6),
-};
-const line = (r: Row, head = false) =>
-  `${r.scenario.padEnd(w.scenario)}  ${(head ? 'intents' : String(r.intents)).padStart(7)}  ${(head ? 'commits' : String(r.commits)).padStart(7)}  ${r.ledger.padEnd(w.ledger)}  ${r.outcome}`;
 console.log();
-console.log(line(header, true));
-console.log('-'.repeat(w.scenario + w.ledger + 40));
-for (const r of rows) console.log(line(r));
+for (const l of table(rows)) console.log(l);
 const over = rows.filter((r) => r.commits > r.intents);
 console.log();
 if (over.length > 0) {
@@ -291,3 +367,44 @@ if (over.length > 0) {
 console.log(
   `OK: ${rows.reduce((n, r) => n + r.commits, 0)} commits for ${rows.reduce((n, r) => n + r.intents, 0)} intents; no side effect ran twice.`,
 );
+console.log();
+for (const l of LEGEND) console.log(l);
+console.log();
+for (const l of TIMELINE_INTRO) console.log(l);
+console.log();
+console.log(told.timeline);
+console.log();
+for (const l of told.backfill ?? []) console.log(l);
+console.log();
+const key = told.unknownKey as string;
+console.log(
+  `The unknown operation: the downstream did commit it (${told.unknownCharge}), but no worker can know that. An operator looks it up, then:`,
+);
+console.log(cliLine(`inspect '${key}'`));
+console.log(
+  cliLine(`resolve '${key}' --committed --result '{"chargeId":"${told.unknownCharge}"}' --reason "found downstream"`),
+);
+console.log(`  (or: resolve '${key}' --not-committed --reason "no such charge downstream": the next attempt runs it)`);
+console.log();
+if (!keep) {
+  console.log(
+    'The demo removed its data. `npm run demo -- --keep` keeps it, to run these commands and the others on it.',
+  );
+} else {
+  const vars = [
+    ...(process.env.DATABASE_URL ? [] : [`DATABASE_URL='${svc.databaseUrl}'`]),
+    ...(process.env.REDIS_URL ? [] : [`REDIS_URL='${svc.redisUrl}'`]),
+    `BQI_SCHEMA=${schema}`,
+    `BQI_PREFIX='${prefix}'`,
+    ...(ownKeyring ? [] : [`BQI_KEYRING='${keyringSpec}'`]),
+  ];
+  console.log(
+    `Kept: schema ${schema}, queues under ${prefix}${ownKeyring ? ' (sealed with your BQI_KEYRING)' : ''}. To reach them:`,
+  );
+  console.log(`  export ${vars.join(' ')}`);
+  console.log(cliLine('stats'));
+  console.log(cliLine('list --status unknown'));
+  console.log(cliLine(`timeline ${DEMO_TASK}`));
+  console.log(`Remove it with: npm run demo -- --clean ${place.id}`);
+  if (svc.containers) console.log('(the services ran in containers started for this run: they are gone with it)');
+}

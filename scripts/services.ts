@@ -17,6 +17,8 @@ export type Services = {
   redisUrl: string;
   /** Postgres' `max_connections`, when it was read (local servers only). */
   maxConnections?: number;
+  /** True when a service was started in a container for this run: {@link Services.stop} removes it. */
+  containers: boolean;
   stop(): Promise<void>;
 };
 
@@ -157,7 +159,13 @@ export async function resolveServices(options: ServicesOptions = {}): Promise<Se
     throw new ServicesUnavailableError(missing);
   }
   if (notes.length > 0) process.stderr.write(`DATABASE_URL/REDIS_URL not set: using ${notes.join(' and ')}\n`);
-  return { databaseUrl, redisUrl, ...(maxConnections === undefined ? {} : { maxConnections }), stop };
+  return {
+    databaseUrl,
+    redisUrl,
+    ...(maxConnections === undefined ? {} : { maxConnections }),
+    containers: stops.length > 0,
+    stop,
+  };
 }
 
 type Probe = { kind: 'found'; url: string; maxConnections?: number } | { kind: 'none'; tried: string };
