@@ -7,17 +7,21 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuditStore } from '../src/audit/audit-store.js';
+import { renderTimeline, timeline } from '../src/audit/timeline.js';
 import { answerConfirmation } from '../src/confirm/answer.js';
 import { ConfirmationStore, type NewConfirmation } from '../src/confirm/confirmation-store.js';
 import { ConfirmationAnsweredError, ConfirmationTimedOutError } from '../src/confirm/errors.js';
 import { confirmationEvent } from '../src/confirm/events.js';
 import { confirmationHttpHandler } from '../src/confirm/http-handler.js';
+import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { childEnv, runTs } from './helpers/spawn.js';
 
 const t = new TestContext('confirm_answer');
 let pool: pg.Pool;
 let store: ConfirmationStore;
+let ledger: PostgresLedger;
 let n = 0;
 
 const env = () =>
@@ -55,8 +59,10 @@ beforeAll(async () => {
   await t.setup();
   pool = t.pool();
   store = new ConfirmationStore(pool, t.schema);
+  ledger = t.ledger();
 });
 afterAll(async () => {
+  await ledger.close();
   await pool.end();
   await t.teardown();
 });
@@ -103,13 +109,39 @@ describe('confirmation requests', () => {
       { actor_type: 'user', actor_id: 'alice', decision: 'allow', reason_code: 'CONFIRMATION_APPROVED' },
     ]);
 
+    // The request's event, as the waiting worker tells it (confirm-worker.test.ts): the timeline
+    // then has the request, the wait and the answer with who gave it.
+    const audit = new AuditStore(pool, t.schema);
+    await audit.writeBatch([confirmationEvent('requested', c)]);
+    const pendingNow = Number(
+      (await t.query(`select count(*) as n from ${t.schema}.idempotency_confirmations where status = 'pending'`))
+        .rows[0]?.n,
+    );
     // Independent of each other: run at once (each is a process start on a loaded machine).
-    const [again, conflicting, unknownId, neither] = await Promise.all([
+    const [again, conflicting, unknownId, neither, stats] = await Promise.all([
       cli(['confirm', c.id, '--approve', '--reason', 'clicked twice', '--actor', 'bob']),
       cli(['confirm', c.id, '--deny', '--reason', 'changed my mind', '--actor', 'bob']),
       cli(['confirm', 'cf-999999', '--approve', '--reason', 'x']),
       cli(['confirm', c.id, '--reason', 'x']),
+      cli(['stats', '--json']),
     ]);
+    expect(JSON.parse(stats.stdout).confirmations).toMatchObject({ pending: pendingNow });
+    expect(pendingNow).toBeGreaterThan(0);
+    const story = await timeline({ taskId: c.taskId as string }, { store: audit, ledger });
+    expect(story.confirmations).toEqual([
+      {
+        id: c.id,
+        operationId: c.operationKey,
+        requestedBy: 'agent:payments.charge',
+        since: c.requestedAt.toISOString(),
+        until: out.confirmation.answeredAt,
+        waitedMs: Date.parse(out.confirmation.answeredAt) - c.requestedAt.getTime(),
+        status: 'approved',
+        answeredBy: 'user:alice',
+        reasonCode: 'CONFIRMATION_APPROVED',
+      },
+    ]);
+    expect(renderTimeline(story)).toMatch(new RegExp(`confirmation ${c.id} approved by user:alice after`));
     expect(again.code).toBe(0);
     expect(again.stdout).toMatch(/already approved by alice at .*: nothing changed/);
     expect(conflicting.code).toBe(6);

@@ -120,12 +120,12 @@ export class AuditEmitter {
   }
 
   /**
-   * Takes a wrapper event (the AuditSink contract). A tool decision returns the promise of
+   * Takes a wrapper event (the AuditSink contract). A tool decision or a confirmation returns the promise of
    * {@link recordDurable}; every other event is fire-and-forget.
    */
   emit(event: WrapperEvent): void | Promise<void> {
     const e = auditEventFromWrapper(event, this.actorId);
-    if (event.type === 'decision') return this.recordDurable(e);
+    if (event.type === 'decision' || event.type === 'confirmation') return this.recordDurable(e);
     this.record(e);
   }
 

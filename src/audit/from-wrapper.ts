@@ -1,3 +1,4 @@
+import { confirmationEvent } from '../confirm/events.js';
 import { statusAfterEvent, TRANSITION_EVENTS, TRANSITION_NAMES, TRANSITIONS } from '../ledger/transitions.js';
 import type { WrapperEvent, WrapperEventType } from '../shared/wrapper-event.js';
 import { type AuditEvent, eventIdFor } from './audit-event.js';
@@ -33,6 +34,9 @@ function seqOf(e: WrapperEvent): number {
  * attempt; a decision's on the attempt and its sequence.
  */
 export function auditEventFromWrapper(e: WrapperEvent, actorId: string): AuditEvent {
+  // Built from the stored request alone: the answering command writes the same event, by the same id.
+  if (e.type === 'confirmation' && e.confirmation)
+    return confirmationEvent(e.confirmation.kind, e.confirmation.request);
   const subject = e.key ?? e.jobId ?? 'unknown';
   const eventId =
     LEDGER_TRANSITIONS.has(e.type) && e.key && e.epoch

@@ -1,3 +1,4 @@
+import { renderConfirmation, type TimelineConfirmation, timelineConfirmations } from '../confirm/timeline-entries.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import { TRANSITION_NAMES, TRANSITIONS } from '../ledger/transitions.js';
 import type { LedgerRecord } from '../ledger/types.js';
@@ -38,6 +39,8 @@ export type Timeline = {
   events: AuditEvent[];
   attempts: TimelineAttempt[];
   waits: TimelineWait[];
+  /** Confirmations (`ctx.confirm`): each request, its wait and its answer. */
+  confirmations: TimelineConfirmation[];
   replays: number;
   takeovers: number;
   finalStates: { key: string; status: string; epoch: number; stepId: string | null }[];
@@ -76,6 +79,7 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
   let replays = 0;
   let takeovers = 0;
   for (const e of ordered) {
+    if (e.resourceType === 'confirmation') continue; // told as confirmations, below
     const type = e.action.startsWith('idempotency.') ? e.action.slice('idempotency.'.length) : 'decision';
     const id = `${e.resourceType === 'idempotency_key' ? e.resourceId : e.operationId}|${e.epoch}`;
     const jobOp = e.jobId === undefined ? undefined : `${e.jobId}|${e.resourceId}`;
@@ -120,6 +124,7 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
     events: ordered,
     attempts: [...attempts.values()],
     waits,
+    confirmations: timelineConfirmations(ordered),
     replays,
     takeovers,
     finalStates: records.map((r) => ({ key: r.key, status: r.status, epoch: r.epoch, stepId: r.stepId })),
@@ -143,6 +148,7 @@ export function renderTimeline(t: Timeline): string {
     '',
     `attempts: ${t.attempts.length}, takeovers: ${t.takeovers}, replays: ${t.replays}, waits: ${t.waits.length}`,
   );
+  for (const c of t.confirmations) lines.push(renderConfirmation(c));
   for (const s of t.finalStates) lines.push(`final: ${s.key} ${s.status} (epoch ${s.epoch})`);
   return lines.join('\n');
 }

@@ -3,26 +3,12 @@ import { type AuditEvent, auditEventSchema, eventIdFor } from '../audit/audit-ev
 import { parentKeyOf } from '../audit/derive.js';
 import { auditEventFromWrapper } from '../audit/from-wrapper.js';
 import type { LedgerRecord, LedgerStatus, WriteReceipt } from '../ledger/types.js';
-import { DEFAULT_REDACTION_POLICY, redactString } from '../redaction/index.js';
+import { cleanReason } from '../redaction/clean-reason.js';
 import type { WrapperEvent } from '../shared/wrapper-event.js';
 import { CliError, EXIT } from './errors.js';
 
-/** Longest operator reason kept in an audit event (it is free text: short, scanned, bounded). */
-export const MAX_REASON_LENGTH = 500;
-
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]+/g;
-
-/**
- * Operator text as it may enter the audit trail: one line, control characters removed, value
- * scanners of the default redaction policy applied (e-mail addresses, tokens, card numbers...),
- * at most {@link MAX_REASON_LENGTH} characters.
- */
-export function cleanReason(text: string): string {
-  const oneLine = text.replace(CONTROL, ' ').replace(/\s+/g, ' ').trim();
-  const scrubbed = redactString(oneLine, DEFAULT_REDACTION_POLICY);
-  return scrubbed.length <= MAX_REASON_LENGTH ? scrubbed : `${scrubbed.slice(0, MAX_REASON_LENGTH - 1)}…`;
-}
+// Operator text is cleaned like every kept free text (see redaction/clean-reason).
+export { cleanReason, MAX_REASON_LENGTH } from '../redaction/clean-reason.js';
 
 export type OperatorAction = {
   type: 'invalidated' | 'resolved';

@@ -1,3 +1,6 @@
+import type { ConfirmationEventKind } from '../confirm/events.js';
+import type { Confirmation } from '../confirm/types.js';
+
 /**
  * What the wrapper reports and the audit trail receives: shared by the worker (which emits),
  * the audit emitter (which implements the sink) and the derivation of events from the ledger.
@@ -20,7 +23,8 @@ export type WrapperEventType =
   | 'invalidated'
   | 'resolved'
   | 'swept'
-  | 'decision';
+  | 'decision'
+  | 'confirmation';
 
 export type WrapperEvent = {
   type: WrapperEventType;
@@ -45,12 +49,14 @@ export type WrapperEvent = {
   details?: Record<string, unknown>;
   /** For `decision` events: its order within the attempt. */
   seq?: number;
+  /** For `confirmation` events (`ctx.confirm`): which moment of which stored request. */
+  confirmation?: { kind: ConfirmationEventKind; request: Confirmation };
 };
 
 /**
  * Where the wrapper sends its events (the audit emitter implements it). `emit` may return a
  * promise that resolves once the event is durable; the wrapper waits for it only for tool
- * decisions (`ctx.audit()`), never for its own transition events, which the ledger records.
+ * decisions (`ctx.audit()`) and confirmation requests (`ctx.confirm()`), never for its own transition events, which the ledger records.
  * (A union, so that a sink whose `emit` returns anything else, as `(e) => events.push(e)`, still fits.)
  */
 export type AuditSink = { emit(event: WrapperEvent): void } | { emit(event: WrapperEvent): Promise<void> };

@@ -1,4 +1,5 @@
 import { type OutboxStats, outboxStats } from '../../audit/outbox.js';
+import { ConfirmationStore } from '../../confirm/confirmation-store.js';
 import { LEDGER_STATUSES, type LedgerStats, ledgerStats } from '../../ledger/scans.js';
 import type { CliContext } from '../context.js';
 import { formatDuration, toJson } from '../format.js';
@@ -7,6 +8,8 @@ export type Stats = {
   schema: string;
   at: Date;
   ledger: LedgerStats;
+  /** Confirmation requests waiting for an answer (`confirmations list --pending`). */
+  confirmations: { pending: number; oldestPendingAt: Date | null };
   audit: {
     newestEventAt: Date | null;
     /** now − created_at of the newest audit event; null when there is none. */
@@ -20,8 +23,9 @@ export type Stats = {
 export async function collectStats(ctx: CliContext): Promise<Stats> {
   const pool = await ctx.pool();
   const s = ctx.schema;
-  const [ledger, audit, outbox, dead] = await Promise.all([
+  const [ledger, confirmations, audit, outbox, dead] = await Promise.all([
     ledgerStats(pool, s),
+    new ConfirmationStore(pool, s).pending(),
     pool.query(`select max(created_at) as newest, now() as now from ${s}.audit_events`),
     outboxStats(pool, s),
     pool.query(`select count(*)::int8 as n, max(created_at) as newest from ${s}.audit_dead_letter`),
@@ -33,6 +37,7 @@ export async function collectStats(ctx: CliContext): Promise<Stats> {
     schema: s,
     at: now,
     ledger,
+    confirmations: { pending: confirmations.count, oldestPendingAt: confirmations.oldestAt },
     audit: {
       newestEventAt: newest,
       lagMs: newest ? Math.max(0, now.getTime() - newest.getTime()) : null,
@@ -64,6 +69,10 @@ export function renderStats(st: Stats): string {
     lines.push(`  ${status.padEnd(12)} ${String(L.byStatus[status]).padStart(10)}${note}`);
   }
   lines.push(`  ${'total'.padEnd(12)} ${String(L.total).padStart(10)}`);
+  const C = st.confirmations;
+  lines.push(
+    `confirmations pending ${C.pending}${C.oldestPendingAt ? `, oldest asked ${ago(C.oldestPendingAt, now)}: \`confirmations list --pending\`` : ''}`,
+  );
   const A = st.audit;
   lines.push(
     'audit',
