@@ -149,12 +149,15 @@ async function scenario(name: string, run: () => Promise<Omit<Row, 'scenario' | 
  */
 function startDoomedWorker() {
   const q = queue();
+  // Run as TypeScript (npm run demo) or as transpiled JavaScript (the tests' child build): the
+  // worker file is this one's sibling either way.
+  const js = import.meta.url.endsWith('.js');
+  const file = fileURLToPath(new URL(`./demo-worker.${js ? 'js' : 'ts'}`, import.meta.url));
   const child = spawn(
     process.execPath,
     [
-      '--import',
-      'tsx',
-      fileURLToPath(new URL('./demo-worker.ts', import.meta.url)),
+      ...(js ? [] : ['--import', 'tsx']),
+      file,
       JSON.stringify({
         databaseUrl: svc.databaseUrl,
         redisUrl: svc.redisUrl,
