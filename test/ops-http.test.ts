@@ -20,7 +20,8 @@ afterAll(async () => {
 async function request(port: number, path: string, init: RequestInit = {}) {
   const res = await fetch(`http://127.0.0.1:${port}${path}`, init);
   const text = await res.text();
-  return { status: res.status, headers: res.headers, text, json: text ? (JSON.parse(text) as unknown) : undefined };
+  const json = res.headers.get('content-type')?.includes('json') && text ? (JSON.parse(text) as unknown) : undefined;
+  return { status: res.status, headers: res.headers, text, json };
 }
 
 describe('OpsHttpServer', () => {
@@ -75,6 +76,30 @@ describe('OpsHttpServer', () => {
       await server.close();
     }
     await expect(fetch(`http://127.0.0.1:${port}/a`)).rejects.toThrow();
+  });
+
+  it('hands a mounted prefix to its handler (any method); exact routes win; a handler that throws gets a 500', async () => {
+    const server = new OpsHttpServer({
+      routes: [{ method: 'GET', path: '/things/special', handle: () => ({ status: 200, body: { route: true } }) }],
+    });
+    const seen: string[] = [];
+    server.mount('/things/', async (req, res) => {
+      seen.push(`${req.method} ${req.url}`);
+      if (req.url === '/things/bad') throw new Error('boom');
+      res.writeHead(201, { 'content-type': 'text/plain' }).end('mounted');
+    });
+    expect(() => server.mount('/things', async () => {})).toThrow(/already mounted/);
+    const { port } = await server.listen(0, '127.0.0.1');
+    try {
+      expect(await request(port, '/things')).toMatchObject({ status: 201, text: 'mounted' });
+      expect(await request(port, '/things/cf-1', { method: 'POST', body: '{}' })).toMatchObject({ status: 201 });
+      expect(await request(port, '/things/special')).toMatchObject({ status: 200, json: { route: true } });
+      expect(await request(port, '/thingsmore')).toMatchObject({ status: 404 });
+      expect(await request(port, '/things/bad')).toMatchObject({ status: 500, json: { error: 'internal error' } });
+      expect(seen).toEqual(['GET /things', 'POST /things/cf-1', 'GET /things/bad']);
+    } finally {
+      await server.close();
+    }
   });
 
   it('refuses a port that is taken', async () => {

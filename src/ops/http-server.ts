@@ -58,16 +58,21 @@ export async function readBody(req: IncomingMessage, maxBytes = DEFAULT_MAX_BODY
   return Buffer.concat(chunks);
 }
 
+/** A handler that answers a whole path prefix itself, writing the response (node:http style). */
+export type HttpMountHandler = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+
 export type OpsHttpServerOptions = { routes?: HttpRoute[]; logger?: Logger };
 
 /**
  * A small HTTP server on `node:http` with a route table (exact path and method): the operations
  * process serves `/healthz`, `/readyz` and `/metrics` on it, and more routes can be mounted with
- * {@link OpsHttpServer.route}, before or after `listen()`. Unknown paths get 404, known paths
+ * {@link OpsHttpServer.route} and whole path prefixes with {@link OpsHttpServer.mount}, before
+ * or after `listen()`. Unknown paths get 404, known paths
  * with another method 405 and an `Allow` header. Bodies are JSON unless a route says otherwise.
  */
 export class OpsHttpServer {
   private readonly routes = new Map<string, Map<HttpMethod, HttpRoute>>();
+  private readonly mounts: { base: string; handler: HttpMountHandler }[] = [];
   private server: Server | undefined;
   private readonly logger: Logger | undefined;
 
@@ -82,6 +87,22 @@ export class OpsHttpServer {
     if (byMethod.has(route.method)) throw new Error(`a ${route.method} route for ${route.path} is already mounted`);
     byMethod.set(route.method, route);
     this.routes.set(route.path, byMethod);
+    return this;
+  }
+
+  /**
+   * Hands every request for `base` or below it (`/confirmations`, `/confirmations/cf-1`, any
+   * method) to `handler`, which writes the response itself; routes of the table win for their
+   * exact paths. A handler that throws before answering gets a 500.
+   *
+   * @example
+   * server.mount('/confirmations', confirmationHttpHandler({ pool, token }));
+   */
+  mount(base: string, handler: HttpMountHandler): this {
+    const clean = base.replace(/\/+$/, '');
+    if (!clean.startsWith('/')) throw new Error(`a mount point must start with "/": ${base}`);
+    if (this.mounts.some((m) => m.base === clean)) throw new Error(`${clean} is already mounted`);
+    this.mounts.push({ base: clean, handler });
     return this;
   }
 
@@ -122,6 +143,19 @@ export class OpsHttpServer {
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const method = (req.method ?? 'GET').toUpperCase();
+    const mount = this.routes.has(url.pathname)
+      ? undefined
+      : this.mounts.find((m) => url.pathname === m.base || url.pathname.startsWith(`${m.base}/`));
+    if (mount) {
+      try {
+        await mount.handler(req, res);
+      } catch (err) {
+        this.logger?.warn({ path: mount.base, err: errorLabel(err) }, 'HTTP handler failed');
+        if (!res.headersSent) send(res, { status: 500, body: { error: 'internal error' } }, false);
+        else res.destroy();
+      }
+      return;
+    }
     let reply: HttpReply;
     try {
       reply = await this.answer(req, url, method);

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { Queue, type Worker } from 'bullmq';
 import type { Logger } from 'pino';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { WriteBatchResult } from '../audit/audit-store.js';
 import { AuditEmitter, type AuditRedactor } from '../audit/emitter.js';
 import { redriveFailedAuditBatches } from '../audit/redrive-failed.js';
@@ -13,6 +14,7 @@ import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from '../jobs/audit-back
 import { createAuditWriter } from '../jobs/audit-writer.js';
 import { createSweeperWorker, DEFAULT_SWEEPER_QUEUE, scheduleLedgerSweeper } from '../jobs/ledger-sweeper.js';
 import { PostgresLedger } from '../ledger/postgres-ledger.js';
+import { OperationsMetrics } from '../observability/operations-metrics.js';
 import { healthRoutes } from './health-routes.js';
 import { type HttpRoute, OpsHttpServer } from './http-server.js';
 import { createLogger } from './logger.js';
@@ -55,7 +57,19 @@ export type OperationsProcessOptions = {
   startCheckTimeoutMs?: number;
   /** More routes for the HTTP server (served only when `config.httpPort` is set). */
   routes?: HttpRoute[];
+  /**
+   * Where `/metrics` registers the process's metrics (and Node's default ones): pass yours to
+   * serve your own beside them. @defaultValue a new `Registry`
+   */
+  registry?: Registry;
 };
+
+/** The registry of `/metrics`, with Node's default metrics (once per registry). */
+function processRegistry(options: OperationsProcessOptions): Registry {
+  const registry = options.registry ?? new Registry();
+  if (!registry.getSingleMetric('process_cpu_seconds_total')) collectDefaultMetrics({ register: registry });
+  return registry;
+}
 
 // The emitter here carries only the sweeper's summary events (counts, no payloads). The
 // redaction policy is applied where events are created (the wrapper, with the operation's
@@ -157,10 +171,15 @@ export async function startOperationsProcess(
     await scheduleLedgerSweeper(sweeperQueue, config.sweepEveryMs);
     const sweeper = track(createSweeperWorker({ connection, ledger, prefix, emitter, logger }));
 
+    const metrics =
+      config.httpPort === undefined
+        ? undefined
+        : new OperationsMetrics({ pool, schema: config.schema, auditQueue, registry: processRegistry(options) });
     // One line per audit batch: counts only (events are never logged).
     auditWriter.on('completed', (_job, r: Partial<WriteBatchResult> & { skipped?: boolean }) => {
       if (r.skipped) return;
       const counts = { inserted: r.inserted ?? 0, duplicates: r.duplicates ?? 0, deadLettered: r.deadLettered ?? 0 };
+      metrics?.batchWritten(counts);
       if (counts.deadLettered > 0) logger.warn(counts, 'audit batch dead-lettered');
       else logger.info(counts, 'audit batch written');
     });
@@ -193,6 +212,14 @@ export async function startOperationsProcess(
             workers,
             stopping: () => closing !== undefined,
           }),
+          {
+            method: 'GET',
+            path: '/metrics',
+            handle: async () => {
+              const { contentType, body } = await (metrics as OperationsMetrics).render();
+              return { status: 200, body, headers: { 'content-type': contentType } };
+            },
+          },
           ...(options.routes ?? []),
         ],
       });
