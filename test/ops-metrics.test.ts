@@ -4,13 +4,12 @@
  * sizes, dead letters and the writer's counters.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AuditEvent } from '../src/audit/audit-event.js';
-import { eventIdFor } from '../src/audit/audit-event.js';
 import { AUDIT_JOB_NAME } from '../src/audit/emitter.js';
 import { loadConfig } from '../src/config/env.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { OperationsMetrics } from '../src/observability/operations-metrics.js';
 import { startOperationsProcess } from '../src/ops/operations-process.js';
+import { sampleAuditEvent } from './helpers/audit-sample.js';
 import { bull } from './helpers/bullmq.js';
 import { unknownRecord } from './helpers/cli-records.js';
 import { TestContext, waitFor } from './helpers/context.js';
@@ -39,17 +38,7 @@ function parseMetrics(text: string): Map<string, number> {
   return out;
 }
 
-const event = (id: string): AuditEvent => ({
-  eventId: eventIdFor('ops-metrics-test', id),
-  actorType: 'system',
-  actorId: 'ops-metrics-test',
-  action: 'tool.test',
-  resourceType: 'thing',
-  resourceId: `r_${id}`,
-  decision: 'allow',
-  createdAt: new Date().toISOString(),
-  phase: 'outcome',
-});
+const event = (id: string) => sampleAuditEvent('ops-metrics-test', id);
 
 describe('operations metrics', () => {
   it('/metrics serves ledger, audit and process figures; the writer counts what it writes', async () => {
