@@ -45,8 +45,8 @@ const id = randomBytes(3).toString('hex');
 const schema = `bench_audit_${id}`;
 const prefix = `{bench-audit-${id}}`;
 const connection = { url: redisUrl, maxRetriesPerRequest: null };
-/** Tables stored with each event besides audit_events itself (none before the event-id table). */
-const AUDIT_SIDE_TABLES: string[] = [];
+/** Tables stored with each event besides audit_events itself: the event-id table (migrations/0006). */
+const AUDIT_SIDE_TABLES = ['audit_event_ids'];
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
 const policy = defineRedactionPolicy({

@@ -14,7 +14,13 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const childScript = fileURLToPath(new URL('./helpers/migrate-child.ts', import.meta.url));
 const migrationNames = Object.keys(allMigrations('any_schema'));
 const LEDGER = 'idempotency_ledger';
-const AUDIT_TABLES = ['audit_backfill_checkpoint', 'audit_dead_letter', 'audit_events', 'audit_outbox'];
+const AUDIT_TABLES = [
+  'audit_backfill_checkpoint',
+  'audit_dead_letter',
+  'audit_event_ids',
+  'audit_events',
+  'audit_outbox',
+];
 const CONFIRMATIONS = 'idempotency_confirmations';
 const LIBRARY_TABLES = [...AUDIT_TABLES, CONFIRMATIONS, LEDGER];
 const LEDGER_INDEXES = ['idempotency_ledger_expires_idx', 'idempotency_ledger_pkey', 'idempotency_ledger_task_idx'];
@@ -38,9 +44,13 @@ async function schemaExists(schema: string): Promise<boolean> {
   return r.rowCount === 1;
 }
 
+/** Tables of a schema, partitions of a partitioned table left out (audit_events has one per day). */
 async function tablesOf(schema: string): Promise<string[]> {
   const r = await t.query<{ table_name: string }>(
-    'select table_name from information_schema.tables where table_schema = $1 order by table_name',
+    `select table_name from information_schema.tables
+     where table_schema = $1 and not coalesce((select relispartition from pg_class
+       where oid = to_regclass(quote_ident(table_schema) || '.' || quote_ident(table_name))), false)
+     order by table_name`,
     [schema],
   );
   return r.rows.map((row) => row.table_name).sort();
@@ -133,7 +143,8 @@ describe('migrate up, down and up again', () => {
     expect(await migrationRows(schema)).toEqual(migrationNames.slice(0, -1).map((name) => ({ name, n: 1 })));
     expect(await tablesOf(schema)).toContain(LEDGER);
     // Step by step down to 0004, which makes event_id unique on its own: its 'down' drops that
-    // index, the time-led primary key stays; 0007's drops the confirmations table.
+    // index, the time-led primary key stays; 0007's drops the confirmations table; 0006's puts
+    // the unpartitioned table back (with 0004's unique event_id index) and drops the id table.
     const unique = async () =>
       (
         await t.query(
@@ -150,16 +161,29 @@ describe('migrate up, down and up again', () => {
           [`${schema}.audit_events`],
         )
       ).rows.map((r) => r.attname);
+    const partitioned = async () =>
+      (await t.query(`select relkind from pg_class where oid = $1::regclass`, [`${schema}.audit_events`])).rows[0]
+        ?.relkind;
     expect(await tablesOf(schema)).not.toContain(CONFIRMATIONS);
+    expect(await partitioned()).toBe('p');
     for (let i = migrationNames.length - 2; migrationNames[i + 1] !== '0004-audit-event-id-unique'; i--) {
       expect((await migrate({ connectionString: t.databaseUrl, schema, to: 'down' })).results).toEqual([
         down(migrationNames[i]!),
       ]);
+      if (migrationNames[i] === '0006-audit-partitions') {
+        expect(await partitioned()).toBe('r');
+        expect(await unique()).toEqual(['event_id']);
+        expect(await tablesOf(schema)).not.toContain('audit_event_ids');
+      }
     }
     expect(await unique()).toEqual([]);
     expect(await pk()).toEqual(['created_at', 'event_id']);
     await migrate({ connectionString: t.databaseUrl, schema });
-    expect(await unique()).toEqual(['event_id']);
+    // Partitioned again: event ids unique in their own table, not on audit_events.
+    expect(await unique()).toEqual([]);
+    expect(await pk()).toEqual(['created_at', 'event_id']);
+    expect(await partitioned()).toBe('p');
+    expect(await tablesOf(schema)).toContain('audit_event_ids');
     expect(await tablesOf(schema)).toContain(CONFIRMATIONS);
   });
 

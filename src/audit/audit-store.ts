@@ -11,6 +11,7 @@ import { isAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventReason } from './dead-letter-reason.js';
 import { isIdentifier, isLibraryKey } from './identifier-grammar.js';
+import { createAuditPartitions } from './partitions.js';
 import { fieldGrammarRedactor } from './redact-event.js';
 
 /** Columns of audit_events and the camelCase field each comes from. */
@@ -66,6 +67,9 @@ export class AuditStore {
   private readonly table: string;
   private readonly deadLetter: string;
   private readonly insertSql: string;
+  /** The oldest and newest time of a batch's events (to create the partitions they need). */
+  private readonly rangeSql: string;
+  private readonly schema: string;
   /** The insert's prepared-statement name; undefined when it runs unnamed. */
   private readonly insertName: string | undefined;
   private readonly structure: (e: AuditEvent) => AuditEvent;
@@ -92,10 +96,35 @@ export class AuditStore {
     this.deadLetter = `${s}.audit_dead_letter`;
     const cols = COLUMNS.map(([c]) => c).join(', ');
     const typed = COLUMNS.map(([, f, t]) => `"${f}" ${t}`).join(', ');
-    const select = COLUMNS.map(([c, f]) => (c === 'seq' ? `coalesce(x."${f}", 0)` : `x."${f}"`)).join(', ');
-    this.insertSql = `insert into ${this.table} (${cols})
-      select ${select} from jsonb_to_recordset($1::jsonb) as x(${typed})
+    const ids = `${s}.audit_event_ids`;
+    const named = COLUMNS.map(([c, f]) => `${c === 'seq' ? `coalesce(x."${f}", 0)` : `x."${f}"`} as ${c}`).join(', ');
+    const picked = COLUMNS.map(([c]) => `c.${c}`).join(', ');
+    // One stored row per event id, kept by audit_event_ids (a partitioned table cannot hold a
+    // unique index on event_id alone; see migrations/0006). In one statement: `c`, one candidate
+    // per id of the batch (its earliest); `fresh`, the ids never seen (the unique index arbitrates
+    // between concurrent writers: one wins); `lost`, ids whose stored row is gone (deleted, or its
+    // partition dropped), re-pointed at this candidate so the event is stored again. Ids already
+    // stored under any time write nothing. All sub-statements see the same snapshot.
+    this.insertSql = `with x as (
+        select ${named} from jsonb_to_recordset($1::jsonb) as x(${typed})
+      ),
+      c as (select distinct on (event_id) * from x order by event_id, created_at),
+      fresh as (
+        insert into ${ids} (event_id, created_at) select event_id, created_at from c
+        on conflict (event_id) do nothing returning event_id, created_at
+      ),
+      lost as (
+        update ${ids} i set created_at = c.created_at from c
+        where i.event_id = c.event_id
+          and not exists (select 1 from ${this.table} e where e.created_at = i.created_at and e.event_id = i.event_id)
+        returning i.event_id, i.created_at
+      )
+      insert into ${this.table} (${cols})
+      select ${picked} from c join (select * from fresh union all select * from lost) k using (event_id, created_at)
       on conflict do nothing`;
+    this.rangeSql = `select min(x."createdAt") as oldest, max(x."createdAt") as newest
+      from jsonb_to_recordset($1::jsonb) as x("createdAt" timestamptz)`;
+    this.schema = s;
   }
 
   /**
@@ -160,8 +189,18 @@ export class AuditStore {
   }
 
   private async insert(json: string): Promise<number> {
-    const res = await runStatement(this.pool, this.insertName, this.insertSql, [json]);
-    return res.rowCount ?? 0;
+    try {
+      const res = await runStatement(this.pool, this.insertName, this.insertSql, [json]);
+      return res.rowCount ?? 0;
+    } catch (err) {
+      if (!isMissingPartition(err)) throw err;
+      // An event's time has no partition yet (ahead of those the operations process made, or
+      // older than all of them): made now, then the batch again.
+      const { oldest, newest } = (await this.pool.query(this.rangeSql, [json])).rows[0];
+      await createAuditPartitions(this.pool, this.schema, new Date(oldest), new Date(new Date(newest).getTime() + 1));
+      const res = await runStatement(this.pool, this.insertName, this.insertSql, [json]);
+      return res.rowCount ?? 0;
+    }
   }
 
   /** Inserts what Postgres accepts, halving on each refusal; a single refused event is dead-lettered. */
@@ -247,6 +286,12 @@ const BATCH_FIELDS = new Set(['encoding', 'count', 'payload', 'events']);
 const ENCODINGS = new Set(['deflate-raw']);
 
 const refused = (invalid: DeadLetter[]) => invalid.filter((i) => i.refused).length;
+
+/** Postgres found no partition of audit_events for a row's time (23514, as a check violation). */
+function isMissingPartition(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown };
+  return e.code === '23514' && typeof e.message === 'string' && e.message.startsWith('no partition of relation');
+}
 
 /** Postgres refused the data itself (SQLSTATE class 22, or 23 other than a unique violation). */
 function isDataError(err: unknown): boolean {

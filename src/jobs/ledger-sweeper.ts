@@ -1,6 +1,7 @@
 import { type ConnectionOptions, Job, Queue, Worker } from 'bullmq';
 import { type AuditEvent, eventIdFor } from '../audit/audit-event.js';
 import type { AuditEmitter } from '../audit/emitter.js';
+import { type AuditPartitionOptions, type AuditPartitionResult, maintainAuditPartitions } from '../audit/partitions.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { IllegalTransitionError, StaleEpochError } from '../errors/errors.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
@@ -44,7 +45,13 @@ export type RedriveCounts = {
   skipped: number;
 };
 
-export type SweepResult = { deleted: number; batches: number; redriven?: RedriveCounts };
+export type SweepResult = {
+  deleted: number;
+  batches: number;
+  redriven?: RedriveCounts;
+  /** What the scheduled run did to the audit trail's partitions (see maintainAuditPartitions). */
+  auditPartitions?: AuditPartitionResult;
+};
 
 /** Recorded on a row handed to an operator because its job is gone. */
 export const ABANDONED_ERROR = {
@@ -218,17 +225,30 @@ export function createSweeperWorker(options: {
   emitter?: AuditEmitter;
   batchSize?: number;
   logger?: Logger;
+  /**
+   * Each run also keeps the audit trail's time partitions in the ledger's schema: created ahead,
+   * and with `retentionMs` the old ones dropped (see {@link maintainAuditPartitions}). `false`:
+   * not by this worker. @defaultValue `{}` (partitions created ahead; events kept for ever)
+   */
+  auditPartitions?: AuditPartitionOptions | false;
 }): Worker {
+  const partitions = options.auditPartitions ?? {};
   const worker = new Worker(
     options.queueName ?? DEFAULT_SWEEPER_QUEUE,
-    async (job) =>
-      sweepLedger(options.ledger, {
+    async (job) => {
+      const result = await sweepLedger(options.ledger, {
         ...(options.batchSize ? { batchSize: options.batchSize } : {}),
         ...(options.emitter ? { emitter: options.emitter } : {}),
         runId: job.id ?? String(job.timestamp),
         // The jobs whose stale locks it re-drives live under the same connection and prefix.
         redrive: { connection: options.connection, ...(options.prefix ? { prefix: options.prefix } : {}) },
-      }),
+      });
+      if (partitions === false) return result;
+      return {
+        ...result,
+        auditPartitions: await maintainAuditPartitions(options.ledger.pool, options.ledger.schema, partitions),
+      };
+    },
     { connection: options.connection, concurrency: 1, ...(options.prefix ? { prefix: options.prefix } : {}) },
   );
   worker.on('error', (err) => options.logger?.error({ err: errorLabel(err) }, 'sweeper worker error'));
