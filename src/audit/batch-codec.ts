@@ -1,8 +1,8 @@
 import { promisify } from 'node:util';
 import { deflateRaw, inflateRaw } from 'node:zlib';
+import { ERROR_CODES, IdempotencyError, type UndecodableCause } from '../errors/idempotency-error.js';
 import { sha256 } from '../fingerprint/sha256.js';
 import type { AuditEvent } from './audit-event.js';
-import type { UndecodableCause } from './dead-letter-reason.js';
 
 export const AUDIT_JOB_NAME = 'audit-batch';
 
@@ -76,10 +76,14 @@ export function splitOversized(
  * message is the library's own text for that code (never zlib's or the parser's, which may quote
  * the bytes).
  */
-export class UndecodableAuditBatchError extends Error {
-  constructor(readonly problem: UndecodableCause) {
-    super(MESSAGES[problem]);
-    this.name = 'UndecodableAuditBatchError';
+export class UndecodableAuditBatchError extends IdempotencyError<typeof ERROR_CODES.auditBatchUndecodable> {
+  constructor(problem: UndecodableCause) {
+    super(ERROR_CODES.auditBatchUndecodable, MESSAGES[problem], { problem });
+  }
+
+  /** Why the batch cannot be read (the same as `details.problem`). */
+  get problem(): UndecodableCause {
+    return this.details.problem;
   }
 }
 

@@ -1,9 +1,9 @@
 import type { z } from 'zod';
 import { isSqlState } from '../errors/clean-name.js';
+import { ERROR_CODES, type UndecodableCause } from '../errors/idempotency-error.js';
 import { auditEventSchema, redactionReceiptSchema } from './audit-event.js';
 
-/** Why a batch could not be read as events; a stable code per cause. */
-export type UndecodableCause = 'not_a_batch' | 'not_inflatable' | 'not_json' | 'not_an_array';
+export type { UndecodableCause } from '../errors/idempotency-error.js';
 
 /**
  * Why the audit writer dead-lettered an event or a batch: a stable code and facts, never text
@@ -16,10 +16,10 @@ export type UndecodableCause = 'not_a_batch' | 'not_inflatable' | 'not_json' | '
  * - `AUDIT_EVENT_TOO_LARGE`: the event's JSON is over the emitter's bound; refused alone by the emitter, before it is sent.
  */
 export type DeadLetterReason =
-  | { code: 'AUDIT_EVENT_INVALID'; issues: { code: string; path: string }[]; more: number }
-  | { code: 'AUDIT_EVENT_REFUSED'; sqlstate: string }
-  | { code: 'AUDIT_BATCH_UNDECODABLE'; cause: UndecodableCause }
-  | { code: 'AUDIT_EVENT_TOO_LARGE'; bytes: number; limit: number };
+  | { code: typeof ERROR_CODES.auditEventInvalid; issues: { code: string; path: string }[]; more: number }
+  | { code: typeof ERROR_CODES.auditEventRefused; sqlstate: string }
+  | { code: typeof ERROR_CODES.auditBatchUndecodable; cause: UndecodableCause }
+  | { code: typeof ERROR_CODES.auditEventTooLarge; bytes: number; limit: number };
 
 /** At most this many issues are listed; `more` counts the rest. */
 const MAX_ISSUES = 10;
@@ -47,13 +47,16 @@ export function invalidEventReason(error: z.ZodError): DeadLetterReason {
     if (issues.length < MAX_ISSUES) issues.push(entry);
     else more++;
   }
-  return { code: 'AUDIT_EVENT_INVALID', issues, more };
+  return { code: ERROR_CODES.auditEventInvalid, issues, more };
 }
 
 /** The reason for a valid event Postgres refused to store: the SQLSTATE of its error. */
 export function refusedEventReason(err: unknown): DeadLetterReason {
   const code = (err as { code?: unknown }).code;
-  return { code: 'AUDIT_EVENT_REFUSED', sqlstate: typeof code === 'string' && isSqlState(code) ? code : 'XXXXX' };
+  return {
+    code: ERROR_CODES.auditEventRefused,
+    sqlstate: typeof code === 'string' && isSqlState(code) ? code : 'XXXXX',
+  };
 }
 
 /**
@@ -64,15 +67,15 @@ export function refusedEventReason(err: unknown): DeadLetterReason {
  */
 export function formatReason(r: DeadLetterReason): string {
   switch (r.code) {
-    case 'AUDIT_EVENT_INVALID': {
+    case ERROR_CODES.auditEventInvalid: {
       const issues = r.issues.map((i) => `${i.code}@${i.path}`).join(',');
       return `${r.code} issues=${issues || 'none'}${r.more > 0 ? ` more=${r.more}` : ''}`;
     }
-    case 'AUDIT_EVENT_REFUSED':
+    case ERROR_CODES.auditEventRefused:
       return `${r.code} sqlstate=${r.sqlstate}`;
-    case 'AUDIT_BATCH_UNDECODABLE':
+    case ERROR_CODES.auditBatchUndecodable:
       return `${r.code} cause=${r.cause}`;
-    case 'AUDIT_EVENT_TOO_LARGE':
+    case ERROR_CODES.auditEventTooLarge:
       return `${r.code} bytes=${r.bytes} limit=${r.limit}`;
   }
 }

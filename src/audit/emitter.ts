@@ -4,6 +4,7 @@ import { ZodError } from 'zod';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { storable } from '../db/storable.js';
 import { errorLabel } from '../errors/clean-name.js';
+import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import type { Logger } from '../shared/logger.js';
 import type { WrapperEvent } from '../shared/wrapper-event.js';
@@ -163,9 +164,11 @@ export class AuditEmitter {
       this.metrics.invalid++;
       // Codes and schema paths only: zod's text, and the event's own fields, can quote data.
       const reason: DeadLetterReason =
-        err instanceof ZodError ? invalidEventReason(err) : { code: 'AUDIT_EVENT_INVALID', issues: [], more: 0 };
+        err instanceof ZodError
+          ? invalidEventReason(err)
+          : { code: ERROR_CODES.auditEventInvalid, issues: [], more: 0 };
       this.opts.logger?.error({ reason: formatReason(reason) }, 'audit event refused');
-      this.refuse(event, reason, waiter, new AuditEventNotDurableError('AUDIT_EVENT_INVALID'));
+      this.refuse(event, reason, waiter, new AuditEventNotDurableError(ERROR_CODES.auditEventInvalid));
       return;
     }
     const waiters = waiter ? [{ event: clean, waiter }] : [];
@@ -267,10 +270,10 @@ export class AuditEmitter {
   private refuseOversized(event: AuditEvent, bytes: number, waiter: Waiter | undefined): void {
     this.metrics.tooLarge++;
     const limit = this.maxEventBytes;
-    const reason = { code: 'AUDIT_EVENT_TOO_LARGE', bytes, limit } as const;
+    const reason = { code: ERROR_CODES.auditEventTooLarge, bytes, limit } as const;
     this.opts.logger?.error({ reason: formatReason(reason), eventId: event.eventId }, 'audit event refused');
     const { details: _d, redaction: _r, ...shape } = event;
-    const err = new AuditEventNotDurableError('AUDIT_EVENT_TOO_LARGE', { eventId: event.eventId, bytes, limit });
+    const err = new AuditEventNotDurableError(ERROR_CODES.auditEventTooLarge, { eventId: event.eventId, bytes, limit });
     this.refuse(shape, reason, waiter, err, { tooLarge: { bytes, limit } });
   }
 
@@ -302,7 +305,7 @@ function settle(waiters: readonly Waiter[], durable: boolean): void {
   if (waiters.length === 0) return;
   if (durable) for (const w of waiters) w.resolve();
   else {
-    const err = new AuditEventNotDurableError('AUDIT_EVENT_LOST');
+    const err = new AuditEventNotDurableError(ERROR_CODES.auditEventLost);
     for (const w of waiters) w.reject(err);
   }
 }

@@ -1,6 +1,6 @@
 import { CommanderError } from 'commander';
 import { ConfigError, reasonOf, ServiceUnavailableError } from '../config/errors.js';
-import { ERROR_CODES, isIdempotencyError } from '../errors/idempotency-error.js';
+import { ERROR_CODES, IdempotencyError, isIdempotencyError } from '../errors/idempotency-error.js';
 
 /** Exit codes of the CLI: distinct per kind of failure, stable for scripts. */
 export const EXIT = {
@@ -23,14 +23,29 @@ export const EXIT = {
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
-/** An error the CLI reports as a message and an exit code (no stack). */
-export class CliError extends Error {
+/** The CLI's own refusals have these codes; every other exit is `IDEMPOTENCY_COMMAND_FAILED`. */
+const CODE_OF_EXIT: Partial<Record<ExitCode, CliErrorCode>> = {
+  [EXIT.usage]: ERROR_CODES.usage,
+  [EXIT.notFound]: ERROR_CODES.notFound,
+  [EXIT.interrupted]: ERROR_CODES.interrupted,
+};
+
+type CliErrorCode =
+  | typeof ERROR_CODES.usage
+  | typeof ERROR_CODES.notFound
+  | typeof ERROR_CODES.interrupted
+  | typeof ERROR_CODES.commandFailed;
+
+/**
+ * An error the CLI reports as a message and an exit code (no stack). Its `code` names the kind
+ * (usage, not found, interrupted, or command failed) and `details.exitCode` is the exit code.
+ */
+export class CliError extends IdempotencyError<CliErrorCode> {
   constructor(
     readonly exitCode: ExitCode,
     message: string,
   ) {
-    super(message);
-    this.name = 'CliError';
+    super(CODE_OF_EXIT[exitCode] ?? ERROR_CODES.commandFailed, message, { exitCode });
   }
 }
 
@@ -74,7 +89,7 @@ export function describeFailure(err: unknown, schema: string): { exitCode: numbe
   if (isIdempotencyError(err)) {
     switch (err.code) {
       case ERROR_CODES.illegalTransition: {
-        const d = err.details as { key?: string; from?: string | null; action?: string };
+        const d = err.details;
         return d.from === null || d.from === undefined
           ? { exitCode: EXIT.notFound, message: `no ledger record for key ${d.key}` }
           : { exitCode: EXIT.illegalTransition, message: err.message };

@@ -1,25 +1,40 @@
 /** Errors of configuration and start-up, free of heavy imports (the CLI loads them first). */
+import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 
 /** A configuration error; `variables` names every offending environment variable. */
-export class ConfigError extends Error {
-  readonly variables: string[];
-
+export class ConfigError extends IdempotencyError<typeof ERROR_CODES.envConfig> {
   constructor(issues: { variable: string; message: string }[]) {
-    super(issues.map((i) => `BQI_CONFIG: ${i.variable} ${i.message}`).join('\n'));
-    this.name = 'ConfigError';
-    this.variables = issues.map((i) => i.variable);
+    super(ERROR_CODES.envConfig, issues.map((i) => `BQI_CONFIG: ${i.variable} ${i.message}`).join('\n'), {
+      variables: issues.map((i) => i.variable),
+    });
+  }
+
+  /** Every offending environment variable (the same as `details.variables`). */
+  get variables(): string[] {
+    return this.details.variables;
   }
 }
 
 /** Postgres or Redis could not be reached (or refused the session) within the timeout. */
-export class ServiceUnavailableError extends Error {
-  constructor(
-    readonly service: 'Postgres' | 'Redis',
-    readonly target: string,
-    readonly reason: string,
-  ) {
-    super(`cannot reach ${service} at ${target}: ${reason}`);
-    this.name = 'ServiceUnavailableError';
+export class ServiceUnavailableError extends IdempotencyError<typeof ERROR_CODES.serviceUnavailable> {
+  constructor(service: 'Postgres' | 'Redis', target: string, reason: string) {
+    super(ERROR_CODES.serviceUnavailable, `cannot reach ${service} at ${target}: ${reason}`, {
+      service,
+      target,
+      reason,
+    });
+  }
+
+  get service(): 'Postgres' | 'Redis' {
+    return this.details.service;
+  }
+
+  get target(): string {
+    return this.details.target;
+  }
+
+  get reason(): string {
+    return this.details.reason;
   }
 }
 

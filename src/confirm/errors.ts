@@ -1,21 +1,16 @@
 import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 import { TerminalError } from '../errors/processor-errors.js';
-import type { ConfirmationDecision, ConfirmationStatus } from './types.js';
+import type { ConfirmationDecision } from './types.js';
 
 /** No confirmation request has this id. */
-export class ConfirmationNotFoundError extends IdempotencyError<{ id: string }> {
+export class ConfirmationNotFoundError extends IdempotencyError<typeof ERROR_CODES.confirmationNotFound> {
   constructor(details: ConfirmationNotFoundError['details']) {
     super(ERROR_CODES.confirmationNotFound, `No confirmation request ${details.id}`, details);
   }
 }
 
 /** The request already has a different answer; an answer is recorded once. */
-export class ConfirmationAnsweredError extends IdempotencyError<{
-  id: string;
-  status: ConfirmationStatus;
-  answeredBy: string | null;
-  answeredAt: Date | null;
-}> {
+export class ConfirmationAnsweredError extends IdempotencyError<typeof ERROR_CODES.confirmationAnswered> {
   constructor(details: ConfirmationAnsweredError['details']) {
     super(
       ERROR_CODES.confirmationAnswered,
@@ -26,11 +21,7 @@ export class ConfirmationAnsweredError extends IdempotencyError<{
 }
 
 /** The request was not answered before its timeout (on the database clock): an answer now is refused. */
-export class ConfirmationTimedOutError extends IdempotencyError<{
-  id: string;
-  expiresAt: Date;
-  onTimeout: 'deny' | 'fail';
-}> {
+export class ConfirmationTimedOutError extends IdempotencyError<typeof ERROR_CODES.confirmationTimedOut> {
   constructor(details: ConfirmationTimedOutError['details']) {
     super(
       ERROR_CODES.confirmationTimedOut,

@@ -1,13 +1,10 @@
 import { cleanPath, isCleanName } from './clean-name.js';
-import { ERROR_CODES, IdempotencyError } from './idempotency-error.js';
+import { ERROR_CODES, IdempotencyError, type ValidationIssue } from './idempotency-error.js';
+
+export type { ValidationIssue } from './idempotency-error.js';
 
 /** The same key arrived with different effect-bearing input. Refused before any side effect. */
-export class IdempotencyConflictError extends IdempotencyError<{
-  key: string;
-  status: string;
-  storedFingerprint: string;
-  fingerprint: string;
-}> {
+export class IdempotencyConflictError extends IdempotencyError<typeof ERROR_CODES.conflict> {
   constructor(details: IdempotencyConflictError['details']) {
     super(
       ERROR_CODES.conflict,
@@ -18,7 +15,7 @@ export class IdempotencyConflictError extends IdempotencyError<{
 }
 
 /** A protected job carries no idempotency key and none can be derived. */
-export class MissingIdempotencyKeyError extends IdempotencyError<{ operation: string; jobId?: string }> {
+export class MissingIdempotencyKeyError extends IdempotencyError<typeof ERROR_CODES.missingKey> {
   constructor(details: MissingIdempotencyKeyError['details']) {
     super(
       ERROR_CODES.missingKey,
@@ -29,7 +26,7 @@ export class MissingIdempotencyKeyError extends IdempotencyError<{ operation: st
 }
 
 /** A key component is empty, too long, not a string or contains control characters. */
-export class InvalidIdempotencyKeyError extends IdempotencyError<{ issues: { path: string; message: string }[] }> {
+export class InvalidIdempotencyKeyError extends IdempotencyError<typeof ERROR_CODES.invalidKey> {
   constructor(issues: { path: string; message: string }[]) {
     super(
       ERROR_CODES.invalidKey,
@@ -40,20 +37,14 @@ export class InvalidIdempotencyKeyError extends IdempotencyError<{ issues: { pat
 }
 
 /** Another attempt holds the lease of this key. */
-export class IdempotencyInProgressError extends IdempotencyError<{ key: string; retryAfterMs: number }> {
+export class IdempotencyInProgressError extends IdempotencyError<typeof ERROR_CODES.inProgress> {
   constructor(details: IdempotencyInProgressError['details']) {
     super(ERROR_CODES.inProgress, `Operation ${details.key} is in progress in another attempt`, details);
   }
 }
 
 /** A write carried an epoch that is no longer current: the lease was taken over or the key invalidated. */
-export class StaleEpochError extends IdempotencyError<{
-  key: string;
-  epoch: number;
-  operation: string;
-  currentEpoch: number | null;
-  currentStatus: string | null;
-}> {
+export class StaleEpochError extends IdempotencyError<typeof ERROR_CODES.staleEpoch> {
   constructor(details: StaleEpochError['details']) {
     super(
       ERROR_CODES.staleEpoch,
@@ -64,7 +55,7 @@ export class StaleEpochError extends IdempotencyError<{
 }
 
 /** The outcome of an earlier attempt is ambiguous; an operator or a reconcile hook must resolve it. */
-export class UnknownOutcomeError extends IdempotencyError<{ key: string; epoch: number }> {
+export class UnknownOutcomeError extends IdempotencyError<typeof ERROR_CODES.unknownOutcome> {
   constructor(details: UnknownOutcomeError['details']) {
     super(
       ERROR_CODES.unknownOutcome,
@@ -75,8 +66,8 @@ export class UnknownOutcomeError extends IdempotencyError<{ key: string; epoch: 
 }
 
 /** The key has a recorded terminal failure that is still within retention. */
-export class RecordedFailureError extends IdempotencyError<{ key: string; error: { code: string; message: string } }> {
-  constructor(details: RecordedFailureError['details']) {
+export class RecordedFailureError extends IdempotencyError<typeof ERROR_CODES.recordedFailure> {
+  constructor(details: RecordedFailureError['details'] & { key: string }) {
     super(
       ERROR_CODES.recordedFailure,
       `Operation ${details.key} failed before with ${details.error.code}: ${details.error.message}`,
@@ -86,14 +77,14 @@ export class RecordedFailureError extends IdempotencyError<{ key: string; error:
 }
 
 /** Bad configuration, such as a lease that is not shorter than the lock or a retention shorter than the retry window. */
-export class IdempotencyConfigError extends IdempotencyError<{ option: string; [k: string]: unknown }> {
+export class IdempotencyConfigError extends IdempotencyError<typeof ERROR_CODES.config> {
   constructor(message: string, details: IdempotencyConfigError['details']) {
     super(ERROR_CODES.config, message, details);
   }
 }
 
 /** A value that must be recorded as JSON is not JSON (undefined, function, BigInt, NaN, a cycle...). */
-export class SerializationError extends IdempotencyError<{ path: string; reason: string }> {
+export class SerializationError extends IdempotencyError<typeof ERROR_CODES.serialization> {
   constructor(details: SerializationError['details']) {
     super(ERROR_CODES.serialization, `Value is not JSON-serialisable at ${details.path}: ${details.reason}`, details);
   }
@@ -105,7 +96,7 @@ export class SerializationError extends IdempotencyError<{ path: string; reason:
 }
 
 /** A result or error exceeds the configured size bound. */
-export class PayloadTooLargeError extends IdempotencyError<{ what: string; bytes: number; limit: number }> {
+export class PayloadTooLargeError extends IdempotencyError<typeof ERROR_CODES.tooLarge> {
   constructor(details: PayloadTooLargeError['details']) {
     super(
       ERROR_CODES.tooLarge,
@@ -116,7 +107,7 @@ export class PayloadTooLargeError extends IdempotencyError<{ what: string; bytes
 }
 
 /** A ledger transition that the state machine does not allow (resolve of a key that is not unknown...). */
-export class IllegalTransitionError extends IdempotencyError<{ key: string; from: string | null; action: string }> {
+export class IllegalTransitionError extends IdempotencyError<typeof ERROR_CODES.illegalTransition> {
   constructor(details: IllegalTransitionError['details']) {
     super(
       ERROR_CODES.illegalTransition,
@@ -126,11 +117,8 @@ export class IllegalTransitionError extends IdempotencyError<{ key: string; from
   }
 }
 
-/** One validation issue: where, zod's issue code, and zod's message (which may quote data). */
-export type ValidationIssue = { path: string; message: string; code?: string };
-
 /** Job data or operation input failed validation. */
-export class InvalidInputError extends IdempotencyError<{ what: string; issues: ValidationIssue[] }> {
+export class InvalidInputError extends IdempotencyError<typeof ERROR_CODES.invalidInput> {
   constructor(what: string, issues: ValidationIssue[]) {
     super(
       ERROR_CODES.invalidInput,
@@ -154,7 +142,7 @@ export class InvalidInputError extends IdempotencyError<{ what: string; issues: 
  * `IDEMPOTENCY_SEAL_INVALID` when it is malformed or fails authentication (changed or cut).
  * Never garbage: a value either opens exactly or throws this.
  */
-export class SealError extends IdempotencyError<{ keyId: string | null; purpose: string }> {
+export class SealError extends IdempotencyError<typeof ERROR_CODES.sealKeyUnknown | typeof ERROR_CODES.sealInvalid> {
   constructor(code: typeof ERROR_CODES.sealKeyUnknown | typeof ERROR_CODES.sealInvalid, details: SealError['details']) {
     super(
       code,
@@ -163,5 +151,24 @@ export class SealError extends IdempotencyError<{ keyId: string | null; purpose:
         : `Cannot open a sealed ${details.purpose}: it is malformed or was altered`,
       details,
     );
+  }
+}
+
+/** The schema has not been migrated: the library's tables are missing (run `migrate`). */
+export class NotMigratedError extends IdempotencyError<typeof ERROR_CODES.notMigrated> {
+  constructor(schema: string, missing: string[]) {
+    super(
+      ERROR_CODES.notMigrated,
+      `schema ${schema} is not migrated (missing ${missing.join(', ')}): run \`bullmq-idempotency migrate\` first`,
+      { schema, missing },
+    );
+  }
+
+  get schema(): string {
+    return this.details.schema;
+  }
+
+  get missing(): string[] {
+    return this.details.missing;
   }
 }

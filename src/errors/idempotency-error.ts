@@ -1,7 +1,10 @@
 /**
- * Stable error codes. Programs, logs and audit rows match on these strings, never on messages.
+ * Stable error codes: the one table of every code the library throws or records. Programs, logs
+ * and audit rows match on these strings, never on messages. A test fails when a code written
+ * anywhere in src/ or migrations/ is missing here, or when a code here is used nowhere.
  */
 export const ERROR_CODES = {
+  // Thrown by the wrapper, the ledger, the producer and the keyring.
   conflict: 'IDEMPOTENCY_CONFLICT',
   missingKey: 'IDEMPOTENCY_MISSING_KEY',
   invalidKey: 'IDEMPOTENCY_INVALID_KEY',
@@ -17,6 +20,7 @@ export const ERROR_CODES = {
   invalidInput: 'IDEMPOTENCY_INVALID_INPUT',
   sealKeyUnknown: 'IDEMPOTENCY_SEAL_KEY_UNKNOWN',
   sealInvalid: 'IDEMPOTENCY_SEAL_INVALID',
+  // Confirmations: thrown by the confirmation store and `answerConfirmation`, or recorded as reason codes.
   /** No confirmation request has this id. */
   confirmationNotFound: 'IDEMPOTENCY_CONFIRMATION_NOT_FOUND',
   /** The confirmation already has a different answer (the same answer again is accepted). */
@@ -25,19 +29,113 @@ export const ERROR_CODES = {
   confirmationTimedOut: 'IDEMPOTENCY_CONFIRMATION_TIMED_OUT',
   /** A person (or `onTimeout: 'deny'`) said no; the code a denied operation fails with. */
   confirmationDenied: 'IDEMPOTENCY_CONFIRMATION_DENIED',
+  // Recorded in the ledger's error column or as an audit reason code; never thrown.
+  leaseExpired: 'IDEMPOTENCY_LEASE_EXPIRED',
+  abandoned: 'IDEMPOTENCY_ABANDONED',
+  staleLock: 'IDEMPOTENCY_STALE_LOCK',
+  // The operations process and the CLI.
+  envConfig: 'IDEMPOTENCY_ENV_CONFIG',
+  serviceUnavailable: 'IDEMPOTENCY_SERVICE_UNAVAILABLE',
+  notMigrated: 'IDEMPOTENCY_NOT_MIGRATED',
+  usage: 'IDEMPOTENCY_USAGE',
+  interrupted: 'IDEMPOTENCY_INTERRUPTED',
+  commandFailed: 'IDEMPOTENCY_COMMAND_FAILED',
+  // The audit trail: thrown by the emitter and the writer, and the reasons of dead letters.
+  auditEventTooLarge: 'AUDIT_EVENT_TOO_LARGE',
+  auditEventInvalid: 'AUDIT_EVENT_INVALID',
+  auditEventLost: 'AUDIT_EVENT_LOST',
+  auditEventRefused: 'AUDIT_EVENT_REFUSED',
+  auditBatchUndecodable: 'AUDIT_BATCH_UNDECODABLE',
 } as const;
 
 export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 
+/** One validation issue: where, zod's issue code, and zod's message (which may quote data). */
+export type ValidationIssue = { path: string; message: string; code?: string };
+
+/** Why an audit batch could not be read as events; a stable code per cause. */
+export type UndecodableCause = 'not_a_batch' | 'not_inflatable' | 'not_json' | 'not_an_array';
+
+/**
+ * The `details` of each code: what a program can act on, never secrets or personal data. A code
+ * that is only recorded (never thrown) has `never`.
+ *
+ * @example
+ * if (isIdempotencyError(err, ERROR_CODES.inProgress)) setTimeout(retry, err.details.retryAfterMs);
+ */
+export type IdempotencyErrorDetails = {
+  IDEMPOTENCY_CONFLICT: { key: string; status: string; storedFingerprint: string; fingerprint: string };
+  IDEMPOTENCY_MISSING_KEY: { operation: string; jobId?: string };
+  IDEMPOTENCY_INVALID_KEY: { issues: { path: string; message: string }[] };
+  IDEMPOTENCY_IN_PROGRESS: { key: string; retryAfterMs: number };
+  IDEMPOTENCY_STALE_EPOCH: {
+    key: string;
+    epoch: number;
+    operation: string;
+    currentEpoch: number | null;
+    currentStatus: string | null;
+  };
+  IDEMPOTENCY_UNKNOWN_OUTCOME: { key: string; epoch: number };
+  /** `key` is absent when the error is a processor's own terminal error, as BullMQ receives it. */
+  IDEMPOTENCY_RECORDED_FAILURE: { key?: string; error: { code: string; message: string } };
+  IDEMPOTENCY_CONFIG: { option: string; [k: string]: unknown };
+  IDEMPOTENCY_NOT_SERIALIZABLE: { path: string; reason: string };
+  IDEMPOTENCY_TOO_LARGE: { what: string; bytes: number; limit: number };
+  IDEMPOTENCY_ILLEGAL_TRANSITION: { key: string; from: string | null; action: string };
+  /** A key, job or task the CLI was asked about does not exist. */
+  IDEMPOTENCY_KEY_NOT_FOUND: { exitCode: number };
+  IDEMPOTENCY_INVALID_INPUT: { what: string; issues: ValidationIssue[] };
+  IDEMPOTENCY_SEAL_KEY_UNKNOWN: { keyId: string | null; purpose: string };
+  IDEMPOTENCY_SEAL_INVALID: { keyId: string | null; purpose: string };
+  IDEMPOTENCY_LEASE_EXPIRED: never;
+  IDEMPOTENCY_ABANDONED: never;
+  IDEMPOTENCY_STALE_LOCK: never;
+  /** Every offending environment variable. */
+  IDEMPOTENCY_ENV_CONFIG: { variables: string[] };
+  IDEMPOTENCY_SERVICE_UNAVAILABLE: { service: 'Postgres' | 'Redis'; target: string; reason: string };
+  IDEMPOTENCY_NOT_MIGRATED: { schema: string; missing: string[] };
+  IDEMPOTENCY_USAGE: { exitCode: number };
+  IDEMPOTENCY_INTERRUPTED: { exitCode: number };
+  IDEMPOTENCY_COMMAND_FAILED: { exitCode: number };
+  AUDIT_EVENT_TOO_LARGE: { eventId: string; bytes: number; limit: number };
+  AUDIT_EVENT_INVALID: Record<never, never>;
+  AUDIT_EVENT_LOST: Record<never, never>;
+  AUDIT_EVENT_REFUSED: never;
+  AUDIT_BATCH_UNDECODABLE: { problem: UndecodableCause };
+  IDEMPOTENCY_CONFIRMATION_NOT_FOUND: { id: string };
+  IDEMPOTENCY_CONFIRMATION_ANSWERED: {
+    id: string;
+    status: 'pending' | 'approved' | 'denied' | 'timed_out';
+    answeredBy: string | null;
+    answeredAt: Date | null;
+  };
+  IDEMPOTENCY_CONFIRMATION_TIMED_OUT: { id: string; expiresAt: Date; onTimeout: 'deny' | 'fail' };
+  /** A reason code (a denied operation fails with a TerminalError of this code); never thrown as itself. */
+  IDEMPOTENCY_CONFIRMATION_DENIED: never;
+};
+
+/** The details table and the code table hold the same codes (checked when the library compiles). */
+const DETAILS_MATCH_CODES: [Exclude<keyof IdempotencyErrorDetails, IdempotencyErrorCode>] extends [never]
+  ? true
+  : false = true;
+void DETAILS_MATCH_CODES;
+
+const CODES: ReadonlySet<string> = new Set(Object.values(ERROR_CODES));
+
+/** True for a code of {@link ERROR_CODES}. */
+export function isErrorCode(code: unknown): code is IdempotencyErrorCode {
+  return typeof code === 'string' && CODES.has(code);
+}
+
 /**
  * Base class of every error this library throws. `code` is stable across releases;
- * `details` is a payload a program can act on (never secrets or personal data).
+ * `details` is a payload a program can act on (never secrets or personal data), typed by code.
  */
-export class IdempotencyError<D extends object = Record<string, unknown>> extends Error {
-  readonly code: IdempotencyErrorCode;
-  readonly details: D;
+export class IdempotencyError<C extends IdempotencyErrorCode = IdempotencyErrorCode> extends Error {
+  readonly code: C;
+  readonly details: IdempotencyErrorDetails[C];
 
-  constructor(code: IdempotencyErrorCode, message: string, details: D, options?: { cause?: unknown }) {
+  constructor(code: C, message: string, details: IdempotencyErrorDetails[C], options?: { cause?: unknown }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.code = code;
@@ -54,18 +152,27 @@ export class IdempotencyError<D extends object = Record<string, unknown>> extend
   }
 
   /** A JSON form for logs and the ledger's error column. */
-  toJSON(): { name: string; code: string; message: string; details: D } {
+  toJSON(): { name: string; code: string; message: string; details: IdempotencyErrorDetails[C] } {
     return { name: this.name, code: this.code, message: this.message, details: this.details };
   }
 }
 
-/** True for any error thrown by this library (works across duplicated module copies). */
-export function isIdempotencyError(err: unknown): err is IdempotencyError {
-  return (
-    err instanceof IdempotencyError ||
-    (typeof err === 'object' &&
-      err !== null &&
-      typeof (err as { code?: unknown }).code === 'string' &&
-      ((err as { code: string }).code as string).startsWith('IDEMPOTENCY_'))
-  );
+/** A library error of one of the codes, its `details` typed by that code (a union on `code`). */
+export type IdempotencyErrorOf<C extends IdempotencyErrorCode> = { [K in C]: IdempotencyError<K> }[C];
+
+/**
+ * True for any error thrown by this library (works across duplicated module copies: a copy's
+ * errors carry the same codes). With codes, true only for errors of those codes, and `details`
+ * is typed accordingly.
+ *
+ * @example
+ * if (isIdempotencyError(err, ERROR_CODES.conflict)) log(err.details.storedFingerprint);
+ */
+export function isIdempotencyError<C extends IdempotencyErrorCode = IdempotencyErrorCode>(
+  err: unknown,
+  ...codes: C[]
+): err is IdempotencyErrorOf<C> {
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  if (!(err instanceof IdempotencyError) && !isErrorCode(code)) return false;
+  return codes.length === 0 || (codes as unknown[]).includes(code);
 }

@@ -9,6 +9,7 @@ import {
 } from '../audit/batch-codec.js';
 import { isTransientError } from '../audit/transient-error.js';
 import { errorLabel } from '../errors/clean-name.js';
+import { ERROR_CODES } from '../errors/idempotency-error.js';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
 import type { Logger } from '../shared/logger.js';
 
@@ -105,7 +106,7 @@ export function createAuditWriter(options: AuditWriterOptions): Worker {
     } catch (err) {
       if (!(err instanceof UndecodableAuditBatchError)) throw err;
       // Never blocks the queue: the batch is dead-lettered (its size, not its bytes) and done.
-      const reason = { code: 'AUDIT_BATCH_UNDECODABLE', cause: err.problem } as const;
+      const reason = { code: ERROR_CODES.auditBatchUndecodable, cause: err.problem } as const;
       await store.deadLetterBatch(job.id, job.data, reason);
       options.logger?.error(reason, 'audit batch dead-lettered');
       return { inserted: 0, duplicates: 0, deadLettered: 1 };

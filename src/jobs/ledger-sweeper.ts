@@ -4,6 +4,7 @@ import type { AuditEmitter } from '../audit/emitter.js';
 import { type AuditPartitionOptions, type AuditPartitionResult, maintainAuditPartitions } from '../audit/partitions.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { IllegalTransitionError, StaleEpochError } from '../errors/errors.js';
+import { ERROR_CODES } from '../errors/idempotency-error.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import { findStaleLocks, type StaleLock } from '../ledger/stale-locks.js';
 import type { Logger } from '../shared/logger.js';
@@ -55,7 +56,7 @@ export type SweepResult = {
 
 /** Recorded on a row handed to an operator because its job is gone. */
 export const ABANDONED_ERROR = {
-  code: 'IDEMPOTENCY_ABANDONED',
+  code: ERROR_CODES.abandoned,
   message: 'the job that held this lease is gone',
 } as const;
 
@@ -176,7 +177,7 @@ export function redriveEvent(row: StaleLock, outcome: 'retried' | 'abandoned', j
     resourceType: 'idempotency_key',
     resourceId: row.key,
     decision: outcome === 'retried' ? 'allow' : 'pending_confirmation',
-    reasonCode: outcome === 'retried' ? 'IDEMPOTENCY_STALE_LOCK' : ABANDONED_ERROR.code,
+    reasonCode: outcome === 'retried' ? ERROR_CODES.staleLock : ABANDONED_ERROR.code,
     createdAt: new Date().toISOString(),
     phase: 'outcome',
     epoch: row.epoch,

@@ -1,18 +1,10 @@
 import type pg from 'pg';
+import { NotMigratedError } from '../errors/errors.js';
 
 /** The library's tables the operations process needs. */
 const TABLES = ['idempotency_ledger', 'audit_events', 'audit_outbox', 'audit_backfill_checkpoint'] as const;
 
-/** The schema has not been migrated: the writer would fail on every batch. */
-export class NotMigratedError extends Error {
-  constructor(
-    readonly schema: string,
-    readonly missing: string[],
-  ) {
-    super(`schema ${schema} is not migrated (missing ${missing.join(', ')}): run \`bullmq-idempotency migrate\` first`);
-    this.name = 'NotMigratedError';
-  }
-}
+export { NotMigratedError } from '../errors/errors.js';
 
 /** @throws {@link NotMigratedError} naming the missing tables */
 export async function assertMigrated(pool: pg.Pool, schema: string): Promise<void> {
