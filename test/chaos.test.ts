@@ -15,6 +15,7 @@ import { PrivatePostgres } from './helpers/private-postgres.js';
 
 const t = new TestContext('chaos');
 const INTENTS = 300;
+const KILLS = 4;
 const SCHEMA = 'chaos';
 let db: PrivatePostgres;
 let ds: CommitCountingServer;
@@ -66,27 +67,39 @@ describe('chaos: workers killed at random, connections cut, Postgres restarted',
           },
         })),
       );
-      // The chaos: a worker killed and replaced every 0.4–1.2 s; connections cut once; one crash
-      // and recovery of Postgres once a third of the intents are done.
+      // The chaos, paced by progress rather than by the clock (a loaded machine slows the work
+      // and the restarts alike): connections cut at a sixth of the intents, Postgres crashed and
+      // recovered at a third, and a worker killed and replaced at each of KILLS marks. While a
+      // worker is replaced the downstream holds its responses, so the work is still in flight
+      // when it dies and cannot run out before the last kill.
       const chaos = (async () => {
         let restarted = false;
         let cut = false;
-        while (!stopChaos) {
-          await new Promise((r) => setTimeout(r, 400 + randomInt(800)));
+        for (let k = 0; k < KILLS && !stopChaos; k++) {
+          const mark = ((k + 1) * INTENTS) / (KILLS + 2);
+          await waitFor(async () => stopChaos || (await queue.getCompletedCount()) >= mark, `${mark} done`, 150_000);
           if (stopChaos) break;
-          const done = await queue.getCompletedCount();
-          if (!cut && done > INTENTS / 6) {
+          if (!cut) {
             cut = true;
             await db.terminateConnections();
-          }
-          if (!restarted && done > INTENTS / 3) {
+          } else if (!restarted) {
             restarted = true;
             await db.restart('immediate');
           }
-          const i = randomInt(workers.length);
-          await (workers[i] as CrashWorker).kill();
-          kills++;
-          workers[i] = await spawnCrashWorker(config);
+          let resume!: () => void;
+          ds.hold = new Promise<void>((r) => {
+            resume = r;
+          });
+          try {
+            const i = randomInt(workers.length);
+            await (workers[i] as CrashWorker).kill();
+            if ((await queue.getCompletedCount()) < INTENTS) kills++;
+            workers[i] = await spawnCrashWorker(config);
+          } finally {
+            ds.hold = undefined;
+            resume();
+          }
+          await new Promise((r) => setTimeout(r, randomInt(400)));
         }
         return { restarted, cut };
       })();
@@ -99,7 +112,8 @@ describe('chaos: workers killed at random, connections cut, Postgres restarted',
       stopChaos = true;
       const { restarted, cut } = await chaos;
 
-      expect(kills).toBeGreaterThan(2);
+      // Every kill landed while intents were unfinished, and took over work in flight.
+      expect(kills).toBe(KILLS);
       expect(restarted).toBe(true);
       expect(cut).toBe(true);
       const failed = await queue.getFailed();
@@ -117,6 +131,10 @@ describe('chaos: workers killed at random, connections cut, Postgres restarted',
           `select status, count(*)::int as n from ${SCHEMA}.idempotency_ledger group by status order by status`,
         );
         expect(rows.rows).toEqual([{ status: 'completed', n: INTENTS }]);
+        const takenOver = await admin.query(
+          `select count(*)::int as n from ${SCHEMA}.idempotency_ledger where epoch > 1`,
+        );
+        expect(takenOver.rows[0]?.n).toBeGreaterThan(0);
       } finally {
         await admin.end();
       }

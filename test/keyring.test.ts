@@ -6,6 +6,7 @@ import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { fingerprintKeyId, keyedFingerprint } from '../src/fingerprint/keyed-fingerprint.js';
 import { defineKeyring, isSealed, parseKeyringSpec } from '../src/sealing/keyring.js';
 import { sealResult, unseal } from '../src/sealing/sealed-result.js';
+import { medianCpuMs } from './helpers/cpu-time.js';
 
 const secret = () => randomBytes(32);
 
@@ -187,15 +188,19 @@ describe('sealed results', () => {
     expect(codeOf(() => sealResult({ id: 10n }, ['id'], ring))).toBe('IDEMPOTENCY_NOT_SERIALIZABLE');
   });
 
-  it('sealing a 1 MiB result takes milliseconds, not a stall (best of five)', () => {
-    const big = { blob: randomBytes(512 * 1024).toString('hex') };
-    const times: number[] = [];
-    for (let i = 0; i < 5; i++) {
-      const t0 = performance.now();
-      unseal(sealResult(big, [], ring), ring);
-      times.push(performance.now() - t0);
+  it('sealing a 1 MiB result costs a few JSON round trips of it, not a stall (CPU time, medians)', () => {
+    const big = () => ({ blob: randomBytes(512 * 1024).toString('hex') });
+    // The reference: what any recording of the result costs anyway (serialise, copy, parse).
+    const reference = (v: { blob: string }) => JSON.parse(Buffer.from(JSON.stringify(v)).toString());
+    const seal = (v: { blob: string }) => unseal(sealResult(v, [], ring), ring);
+    reference(big());
+    seal(big());
+    let best = Number.POSITIVE_INFINITY;
+    for (let attempt = 0; attempt < 3 && best >= 8; attempt++) {
+      best = Math.min(best, medianCpuMs(big, seal) / Math.max(medianCpuMs(big, reference), 0.1));
     }
-    expect(Math.min(...times)).toBeLessThan(50);
+    // About 1 here; a key derivation per seal (scrypt, ~100 ms) would be well above 10.
+    expect(best).toBeLessThan(8);
   });
 });
 

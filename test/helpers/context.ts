@@ -139,7 +139,7 @@ function withAppName(url: string, name: string): string {
 export async function waitFor<T>(
   check: () => Promise<T> | T,
   what: string,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
   everyMs = 25,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
