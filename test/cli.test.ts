@@ -1,6 +1,6 @@
 /**
- * The operator CLI, run as the real binary (`node --import tsx src/cli/main.ts ...`) against this
- * file's schema and BullMQ prefix. Independent invocations run concurrently to keep the file fast.
+ * The operator CLI, run as the real binary (the built src/cli/main.js, see helpers/spawn.ts) against
+ * this file's schema and BullMQ prefix. Independent invocations run concurrently to keep the file fast.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditEvent } from '../src/audit/audit-event.js';
@@ -62,49 +62,20 @@ async function auditRows(where: string, values: unknown[] = []) {
   return (await t.query(`select * from ${t.schema}.audit_events where ${where}`, values)).rows;
 }
 
+/** `migrate` run by the CLI: it makes this file's tables, which every other test uses. */
+let migrated: Awaited<ReturnType<typeof cli>>;
+
 beforeAll(async () => {
   ledger = t.ledger();
+  migrated = await cli(['migrate']);
 });
 afterAll(async () => {
   await ledger.close();
   await t.teardown();
 });
 
-describe('bullmq-idempotency CLI', () => {
-  it('migrate creates the tables; usage, configuration and connection errors have distinct exit codes', async () => {
-    const [
-      migrated,
-      unknownCommand,
-      conflicting,
-      neither,
-      badJson,
-      noReason,
-      help,
-      resolveHelp,
-      inspectHelp,
-      noDb,
-      badDb,
-      deadDb,
-      malformed,
-      malformedHash,
-      notMigrated,
-    ] = await Promise.all([
-      cli(['migrate']),
-      cli(['bogus']),
-      cli(['resolve', 'a:b:c', '--committed', '--not-committed', '--reason', 'x']),
-      cli(['resolve', 'a:b:c', '--reason', 'x']),
-      cli(['resolve', 'a:b:c', '--committed', '--result', '{nope', '--reason', 'x']),
-      cli(['invalidate', 'a:b:c']),
-      cli(['--help']),
-      cli(['resolve', '--help']),
-      cli(['inspect', '--help']),
-      cli(['stats'], { DATABASE_URL: undefined }),
-      cli(['stats'], { DATABASE_URL: 'mysql://localhost/x' }),
-      cli(['stats'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' }),
-      cli(['inspect', 'not-a-key']),
-      cli(['invalidate', 'a:b#c', '--reason', 'x']),
-      cli(['list', '--status', 'unknown'], { BQI_SCHEMA: `${t.schema}_none` }),
-    ]);
+describe('bullmq-idempotency CLI: migrate', () => {
+  it('applies the migrations into BQI_SCHEMA and says so', async () => {
     expect(migrated.code, migrated.stderr).toBe(0);
     expect(migrated.stdout).toMatch(/^applied 0001-ledger, 0002-audit, 0003-audit-time-key(, [\w-]+)* in schema /);
     expect(migrated.stdout).toContain(`in schema ${t.schema}`);
@@ -113,44 +84,101 @@ describe('bullmq-idempotency CLI', () => {
       [t.schema],
     );
     expect(tables.rows[0]?.n).toBe(2);
+  });
+});
 
-    expect(unknownCommand.code).toBe(2);
-    expect(unknownCommand.stderr).toContain("unknown command 'bogus'");
-    expect(conflicting.code).toBe(2);
-    expect(conflicting.stderr).toContain('cannot be used with');
-    expect(neither.code).toBe(2);
-    expect(neither.stderr).toContain('--not-committed');
-    expect(badJson.code).toBe(2);
-    expect(badJson.stderr).toContain('not JSON');
-    expect(noReason.code).toBe(2);
-    expect(noReason.stderr).toContain("required option '--reason <text>' not specified");
+type Refusal = [what: string, code: number, args: string[], vars: Record<string, string | undefined>, stderr: string];
 
+// Each invocation is its own process and touches nothing: they run concurrently.
+describe.concurrent('bullmq-idempotency CLI: what it refuses, by exit code', () => {
+  it.each<Refusal>([
+    ['an unknown command', 2, ['bogus'], {}, "unknown command 'bogus'"],
+    [
+      'resolve with both --committed and --not-committed',
+      2,
+      ['resolve', 'a:b:c', '--committed', '--not-committed', '--reason', 'x'],
+      {},
+      'cannot be used with',
+    ],
+    ['resolve with neither outcome', 2, ['resolve', 'a:b:c', '--reason', 'x'], {}, '--not-committed'],
+    [
+      'resolve --result that is not JSON',
+      2,
+      ['resolve', 'a:b:c', '--committed', '--result', '{nope', '--reason', 'x'],
+      {},
+      'not JSON',
+    ],
+    ['invalidate without --reason', 2, ['invalidate', 'a:b:c'], {}, "required option '--reason <text>' not specified"],
+    [
+      'a malformed key',
+      2,
+      ['inspect', 'not-a-key'],
+      {},
+      'malformed key "not-a-key": expected namespace:resourceKey:version',
+    ],
+    [
+      "a '#' outside a hashed key",
+      2,
+      ['invalidate', 'a:b#c', '--reason', 'x'],
+      {},
+      'malformed key "a:b#c": only a hashed bounded key has a \'#\'',
+    ],
+    ['no DATABASE_URL', 3, ['stats'], { DATABASE_URL: undefined }, 'BQI_CONFIG: DATABASE_URL is required'],
+    [
+      'a DATABASE_URL that is not postgres://',
+      3,
+      ['stats'],
+      { DATABASE_URL: 'mysql://localhost/x' },
+      'BQI_CONFIG: DATABASE_URL must be a postgres:// URL',
+    ],
+    [
+      'an unmigrated schema',
+      3,
+      ['list', '--status', 'unknown'],
+      { BQI_SCHEMA: `${t.schema}_none` },
+      'migrated? Run `bullmq-idempotency migrate` first',
+    ],
+    [
+      'an unreachable Postgres',
+      4,
+      ['stats'],
+      { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' },
+      'cannot reach Postgres at postgres://postgres@127.0.0.1:1/test',
+    ],
+  ])('%s: exit %i', async (_what, code, args, vars, stderr) => {
+    const r = await cli(args, vars);
+    expect(r.code, r.stderr).toBe(code);
+    expect(r.stderr).toContain(stderr);
+  });
+});
+
+describe.concurrent('bullmq-idempotency CLI: help', () => {
+  it('--help names every command, the exit codes and BQI_KEYRING', async () => {
+    const help = await cli(['--help']);
     expect(help.code).toBe(0);
     for (const c of ['migrate', 'inspect', 'invalidate', 'list', 'resolve', 'timeline', 'backfill', 'sweep', 'stats']) {
       expect(help.stdout).toContain(c);
     }
     expect(help.stdout).toContain('Exit codes');
     expect(help.stdout).toContain('BQI_KEYRING');
+  });
+
+  it('resolve --help names --not-committed and what --committed needs', async () => {
+    const resolveHelp = await cli(['resolve', '--help']);
     expect(resolveHelp.code).toBe(0);
     expect(resolveHelp.stdout).toContain('--not-committed');
     expect(resolveHelp.stdout).toContain('--committed needs BQI_KEYRING');
+  });
+
+  it('inspect --help names --decrypt and the audit event it writes', async () => {
+    const inspectHelp = await cli(['inspect', '--help']);
     expect(inspectHelp.code).toBe(0);
     expect(inspectHelp.stdout).toContain('--decrypt');
     expect(inspectHelp.stdout).toContain('operator.decrypt audit event');
-
-    expect(noDb.code).toBe(3);
-    expect(noDb.stderr).toContain('BQI_CONFIG: DATABASE_URL is required');
-    expect(badDb.code).toBe(3);
-    expect(badDb.stderr).toContain('BQI_CONFIG: DATABASE_URL must be a postgres:// URL');
-    expect(deadDb.code).toBe(4);
-    expect(deadDb.stderr).toContain('cannot reach Postgres at postgres://postgres@127.0.0.1:1/test');
-    expect(malformed.code).toBe(2);
-    expect(malformed.stderr).toContain('malformed key "not-a-key": expected namespace:resourceKey:version');
-    expect(malformedHash.code).toBe(2);
-    expect(notMigrated.code).toBe(3);
-    expect(notMigrated.stderr).toContain('migrated? Run `bullmq-idempotency migrate` first');
   });
+});
 
+describe('bullmq-idempotency CLI', () => {
   it('inspect shows a record (human, --json, --job); an unknown key exits 5', async () => {
     const key = await completed('inspect:1', { assetId: 'a1' }, { taskId: 'task-inspect' });
     const jobs = b.queue('assets');
