@@ -191,9 +191,7 @@ describe('a hostile 1 MiB value', () => {
         chunk('Cookie: a='),
         chunk('aB3dE5fG7hJ9kL1mN2pQ'),
       ],
-      keys: Object.fromEntries(
-        Array.from({ length: 1000 * scale }, (_, i) => [`${fill('token_', 120)}${i}`, `v${i}`]),
-      ),
+      keys: Object.fromEntries(Array.from({ length: 1000 * scale }, (_, i) => [`${fill('token_', 120)}${i}`, `v${i}`])),
       deep: nested(31, fill(hostileUnit, 4096)),
       many: Array.from({ length: 2000 * scale }, (_, i) => `mail jane${i}@example.com card 4539 8073 9823 7388`),
     };
@@ -208,7 +206,13 @@ describe('a hostile 1 MiB value', () => {
     const value = hostile();
     expect(JSON.stringify(value).length).toBeGreaterThan(MiB);
     const { value: out, receipt } = redact(value, policy);
-    expect(ratioFor((scale) => hostile(scale), (v) => redact(v, policy), 1 / FACTOR)).toBeLessThan(MAX_RATIO);
+    expect(
+      ratioFor(
+        (scale) => hostile(scale),
+        (v) => redact(v, policy),
+        1 / FACTOR,
+      ),
+    ).toBeLessThan(MAX_RATIO);
     const text = JSON.stringify(out);
     expect(text).not.toContain('jane1999@');
     expect(text).not.toContain('4539 8073 9823');

@@ -3,7 +3,6 @@ import { Writable } from 'node:stream';
 import fc from 'fast-check';
 import pino from 'pino';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { medianCpuMs } from './helpers/cpu-time.js';
 import { IdempotencyConfigError } from '../src/errors/errors.js';
 import {
   DEFAULT_REDACTION_POLICY,
@@ -34,6 +33,7 @@ import {
   findCanaries,
   SCANNABLE_CANARIES,
 } from './fixtures/canaries.js';
+import { medianCpuMs } from './helpers/cpu-time.js';
 
 const KEY_1 = 'test-hmac-key-one-0123456789abcdef0123456789';
 const KEY_2 = 'test-hmac-key-two-fedcba9876543210fedcba9876';
@@ -708,8 +708,10 @@ describe('masks', () => {
 describe('linear time on adversarial input (ReDoS guard, not a benchmark)', () => {
   const N = 100_000;
   const wide = policyWith({ limits: { maxStringLength: 1 << 20 } });
-  const fill = (unit: string, prefix = '', suffix = '') => (n: number) =>
-    prefix + unit.repeat(Math.ceil(n / unit.length)).slice(0, n - prefix.length - suffix.length) + suffix;
+  const fill =
+    (unit: string, prefix = '', suffix = '') =>
+    (n: number) =>
+      prefix + unit.repeat(Math.ceil(n / unit.length)).slice(0, n - prefix.length - suffix.length) + suffix;
   const cases: [string, (n: number) => string][] = [
     ['letters', fill('a')],
     ['capitals', fill('A')],
@@ -770,8 +772,14 @@ describe('linear time on adversarial input (ReDoS guard, not a benchmark)', () =
     expect(text(N).length).toBe(N);
     let best = Number.POSITIVE_INFINITY;
     for (let attempt = 0; attempt < 3 && best >= 8; attempt++) {
-      const quarter = Math.max(medianCpuMs(() => text(N / 4), run, 3), 0.1);
-      const full = Math.max(medianCpuMs(() => text(N), run, 3), 0.1);
+      const quarter = Math.max(
+        medianCpuMs(() => text(N / 4), run, 3),
+        0.1,
+      );
+      const full = Math.max(
+        medianCpuMs(() => text(N), run, 3),
+        0.1,
+      );
       best = Math.min(best, full / quarter);
     }
     expect(best).toBeLessThan(8);
