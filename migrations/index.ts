@@ -3,6 +3,7 @@ import { ledgerMigration } from './0001-ledger.js';
 import { auditMigration } from './0002-audit.js';
 import { auditTimeKeyMigration } from './0003-audit-time-key.js';
 import { auditEventIdUniqueMigration } from './0004-audit-event-id-unique.js';
+import { ledgerTransitionsMigration } from './0005-ledger-transitions.js';
 import { auditPartitionsMigration } from './0006-audit-partitions.js';
 import { confirmationsMigration } from './0007-confirmations.js';
 
@@ -13,6 +14,7 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0002-audit': auditMigration(schema),
     '0003-audit-time-key': auditTimeKeyMigration(schema),
     '0004-audit-event-id-unique': auditEventIdUniqueMigration(schema),
+    '0005-ledger-transitions': ledgerTransitionsMigration(schema),
     '0006-audit-partitions': auditPartitionsMigration(schema),
     '0007-confirmations': confirmationsMigration(schema),
   };

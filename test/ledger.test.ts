@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuditStore } from '../src/audit/audit-store.js';
+import { eventsForRecord } from '../src/audit/derive.js';
 import { ERROR_CODES } from '../src/errors/idempotency-error.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
@@ -372,7 +374,17 @@ describe('sweep', () => {
     if (u.kind !== 'acquired') throw new Error('expected acquired');
     await ledger.markUnknown(unknown, u.epoch, { code: 'E', message: 'e' });
     const future = t.ledger({ clockOffsetMs: 10 * 24 * 3600_000 });
+    const pool = t.pool(2);
     try {
+      // Their transitions' audit events are not stored yet: the rows (and their record of
+      // transitions) stay, each reported pending.
+      const before = await future.sweepPage(100);
+      expect(before.deleted).toBe(0);
+      expect(before.pending.map((r) => r.key)).toEqual(expect.arrayContaining(keys.map(boundedKey)));
+      for (const k of keys) expect(await row(k)).toBeDefined();
+      // Once every event of a row is stored, the row goes.
+      const store = new AuditStore(pool, t.schema);
+      await store.writeBatch(before.pending.flatMap((r) => eventsForRecord(r)));
       let total = 0;
       for (;;) {
         const n = await future.sweepExpired(2);
@@ -386,6 +398,7 @@ describe('sweep', () => {
       expect((await row(unknown)).status).toBe('unknown');
     } finally {
       await future.close();
+      await pool.end();
     }
   });
 });

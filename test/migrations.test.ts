@@ -153,6 +153,13 @@ describe('migrate up, down and up again', () => {
           [`${schema}.audit_events`],
         )
       ).rows.map((r) => r.attname);
+    const ledgerColumns = async () =>
+      (
+        await t.query(
+          `select column_name from information_schema.columns where table_schema = $1 and table_name = $2`,
+          [schema, LEDGER],
+        )
+      ).rows.map((r) => r.column_name as string);
     const pk = async () =>
       (
         await t.query(
@@ -178,12 +185,16 @@ describe('migrate up, down and up again', () => {
     }
     expect(await unique()).toEqual([]);
     expect(await pk()).toEqual(['created_at', 'event_id']);
+    // 0005's 'down' took the ledger's record of transitions, and only that column.
+    expect(await ledgerColumns()).not.toContain('transitions');
+    expect(await ledgerColumns()).toContain('last_transition');
     await migrate({ connectionString: t.databaseUrl, schema });
     // Partitioned again: event ids unique in their own table, not on audit_events.
     expect(await unique()).toEqual([]);
     expect(await pk()).toEqual(['created_at', 'event_id']);
     expect(await partitioned()).toBe('p');
     expect(await tablesOf(schema)).toContain('audit_event_ids');
+    expect(await ledgerColumns()).toContain('transitions');
     expect(await tablesOf(schema)).toContain(CONFIRMATIONS);
   });
 

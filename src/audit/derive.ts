@@ -1,4 +1,5 @@
 import { boundedKey } from '../keys/idempotency-key.js';
+import type { RecordedTransition } from '../ledger/recorded-transition.js';
 import { TRANSITIONS, type TransitionSpec } from '../ledger/transitions.js';
 import type { LedgerRecord } from '../ledger/types.js';
 import type { WrapperEvent } from '../shared/wrapper-event.js';
@@ -7,22 +8,106 @@ import { auditEventFromWrapper } from './from-wrapper.js';
 
 const STEP = '#step=';
 
+/** The job, queue and task of the attempt that claimed the epoch a transition belongs to. */
+export type AttemptFacts = Pick<RecordedTransition, 'jobId' | 'queue' | 'taskId'>;
+
+/** Who wrote a transition's event: the backfill (derived from the ledger), or an operator's tool. */
+export type EventSource = 'backfill' | 'library' | 'cli';
+
+/** Marks an event derived from the ledger rather than emitted when its transition happened. */
+export const DERIVED_VIA: EventSource = 'backfill';
+
 /**
- * The audit events a ledger row's state implies, with the ids and database times the live events
- * had: the claim of the current epoch (at `claimed_at`) and the last transition (at
- * `updated_at`). Writing them is a no-op where the live events exist.
+ * The audit events of a ledger row: one per recorded transition, every epoch included, with the
+ * ids and database times the live events have (the wrapper's, or an operator's), so writing them
+ * is a no-op where the live events are stored. A row from before transitions were recorded
+ * (`transitions` null) gives the events its current state implies: its current epoch's claim
+ * and its last transition.
  */
 export function eventsForRecord(r: LedgerRecord, actorId = 'backfill'): AuditEvent[] {
-  const base = {
+  if (r.transitions === null) return currentStateEvents(r, actorId);
+  const out: AuditEvent[] = [];
+  // The job, queue and task of the attempt in effect: a transition other than a claim keeps them.
+  let attempt: AttemptFacts = {};
+  for (const t of r.transitions) {
+    if (TRANSITIONS[t.transition].by === 'claim') attempt = t;
+    out.push(transitionEvent(r, t, attempt, actorId, DERIVED_VIA));
+  }
+  return out;
+}
+
+/** The ids of {@link eventsForRecord}: what must be stored before the row (and its record of transitions) may go. */
+export function transitionEventIds(r: LedgerRecord): string[] {
+  return eventsForRecord(r).map((e) => e.eventId);
+}
+
+/**
+ * The audit event of one recorded transition of row `r`. An operator's transition (invalidate,
+ * resolve) is a `user` event with who and why; `via` says which tool wrote it (the same event,
+ * whichever is stored first).
+ */
+export function transitionEvent(
+  r: LedgerRecord,
+  t: RecordedTransition,
+  attempt: AttemptFacts,
+  actorId: string,
+  via: EventSource,
+): AuditEvent {
+  const spec: TransitionSpec = TRANSITIONS[t.transition];
+  const jobId = t.jobId ?? attempt.jobId;
+  const queue = t.queue ?? attempt.queue;
+  const taskId = t.taskId ?? attempt.taskId ?? r.taskId ?? undefined;
+  const reasonCode = t.errorCode ?? spec.reasonCode;
+  const wrapper: WrapperEvent = {
+    ...baseOf(r),
+    type: spec.event,
+    decision: spec.decision,
+    epoch: t.epoch,
+    at: t.at,
+    ...(jobId ? { jobId } : {}),
+    ...(queue ? { queue } : {}),
+    ...(taskId ? { taskId } : {}),
+    ...(reasonCode ? { reasonCode } : {}),
+  };
+  if (spec.by !== 'operator') {
+    const event = auditEventFromWrapper(wrapper, actorId);
+    return via === 'backfill' ? { ...event, details: { via } } : event;
+  }
+  const event = auditEventFromWrapper(wrapper, t.actorId ?? 'unknown');
+  const before = t.previousStatus ?? spec.from[0];
+  const details: Record<string, unknown> = { ...(t.reason !== undefined ? { reason: t.reason } : {}), via };
+  if (t.previousStatus) details.previousStatus = t.previousStatus;
+  if (spec.event === 'resolved') details.outcome = spec.to === 'completed' ? 'committed' : 'not_committed';
+  return {
+    ...event,
+    actorType: 'user',
+    actorId: t.actorId ?? 'unknown',
+    // An operator's transition moves the epoch on: the state before it is the previous epoch's.
+    beforeStateRef: `ledger:${before}@${t.epoch - 1}`,
+    afterStateRef: `ledger:${spec.to}@${t.epoch}`,
+    details,
+  };
+}
+
+/** What every event of a row shares: operation, key, step. */
+function baseOf(r: LedgerRecord) {
+  return {
     operation: r.operation,
     key: r.key,
-    ...(r.jobId ? { jobId: r.jobId } : {}),
-    ...(r.queue ? { queue: r.queue } : {}),
-    ...(r.taskId ? { taskId: r.taskId } : {}),
     ...(r.stepId ? { stepId: r.stepId, parentKey: parentKeyOf(r) } : {}),
     attemptsMade: 0,
     attemptsStarted: 0,
     stalledCounter: 0,
+  };
+}
+
+/** The events a row from before recorded transitions implies: its current epoch's claim and its last transition. */
+function currentStateEvents(r: LedgerRecord, actorId: string): AuditEvent[] {
+  const base = {
+    ...baseOf(r),
+    ...(r.jobId ? { jobId: r.jobId } : {}),
+    ...(r.queue ? { queue: r.queue } : {}),
+    ...(r.taskId ? { taskId: r.taskId } : {}),
   };
   const out: WrapperEvent[] = [];
   const last: TransitionSpec = TRANSITIONS[r.lastTransition];
@@ -43,7 +128,7 @@ export function eventsForRecord(r: LedgerRecord, actorId = 'backfill'): AuditEve
       ...(reasonCode ? { reasonCode } : {}),
     });
   }
-  return out.map((e) => auditEventFromWrapper(e, actorId));
+  return out.map((e) => ({ ...auditEventFromWrapper(e, actorId), details: { via: DERIVED_VIA } }));
 }
 
 /** The key of the operation a (step) row belongs to: a step's resource key is `<operation's>#step=<name>`. */

@@ -20,7 +20,7 @@ const POOLER_CODES = new Set(['26000', '42P05']);
  * the user never wrote.
  */
 export async function runStatement<R extends pg.QueryResultRow = pg.QueryResultRow>(
-  pool: pg.Pool,
+  pool: pg.Pool | pg.PoolClient,
   name: string | undefined,
   text: string,
   values: unknown[],

@@ -1,11 +1,12 @@
 import { type ConnectionOptions, Job, Queue, Worker } from 'bullmq';
 import { type AuditEvent, eventIdFor } from '../audit/audit-event.js';
+import { eventsForRecord } from '../audit/derive.js';
 import type { AuditEmitter } from '../audit/emitter.js';
 import { type AuditPartitionOptions, type AuditPartitionResult, maintainAuditPartitions } from '../audit/partitions.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { IllegalTransitionError, StaleEpochError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
-import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import type { PostgresLedger, SweepCursor } from '../ledger/postgres-ledger.js';
 import { findStaleLocks, type StaleLock } from '../ledger/stale-locks.js';
 import type { Logger } from '../shared/logger.js';
 
@@ -49,6 +50,11 @@ export type RedriveCounts = {
 export type SweepResult = {
   deleted: number;
   batches: number;
+  /**
+   * Expired rows kept because the audit event of one of their transitions is not stored yet; with
+   * an `emitter` their events were sent again, and a later run deletes them.
+   */
+  pending: number;
   redriven?: RedriveCounts;
   /** What the scheduled run did to the audit trail's partitions (see maintainAuditPartitions). */
   auditPartitions?: AuditPartitionResult;
@@ -62,29 +68,36 @@ export const ABANDONED_ERROR = {
 
 /**
  * Deletes expired terminal rows in bounded batches (never locked or unknown rows; rows another
- * transaction holds are skipped) and records one summary audit event per run. With `redrive`,
- * then re-drives stale locks (see {@link redriveStaleLocks}).
+ * transaction holds are skipped) and records one summary audit event per run. A row goes only
+ * once the events of all its recorded transitions are stored; the events of the rows it keeps
+ * are sent again through `emitter`. With `redrive`, then re-drives stale locks (see
+ * {@link redriveStaleLocks}).
  */
 export async function sweepLedger(ledger: PostgresLedger, opts: SweepOptions = {}): Promise<SweepResult> {
   const batchSize = opts.batchSize ?? 1000;
   const maxBatches = opts.maxBatches ?? 1000;
   let deleted = 0;
   let batches = 0;
+  let pending = 0;
+  let after: SweepCursor | undefined;
   while (batches < maxBatches) {
-    const n = await ledger.sweepExpired(batchSize);
+    const page = await ledger.sweepPage(batchSize, after);
     batches++;
-    deleted += n;
-    if (n < batchSize) break;
+    deleted += page.deleted;
+    pending += page.pending.length;
+    for (const r of page.pending) for (const e of eventsForRecord(r)) opts.emitter?.record(e);
+    if (page.scanned < batchSize || !page.next) break;
+    after = page.next;
   }
   const runId = opts.runId ?? `${Date.now()}`;
-  opts.emitter?.record(sweepEvent(ledger.schema, runId, { deleted, batches }));
-  if (!opts.redrive) return { deleted, batches };
+  opts.emitter?.record(sweepEvent(ledger.schema, runId, { deleted, batches, pending }));
+  if (!opts.redrive) return { deleted, batches, pending };
   const redriven = await redriveStaleLocks(ledger, opts.redrive, {
     batchSize,
     maxBatches,
     ...(opts.emitter ? { emitter: opts.emitter } : {}),
   });
-  return { deleted, batches, redriven };
+  return { deleted, batches, pending, redriven };
 }
 
 /**
@@ -193,7 +206,7 @@ export function redriveEvent(row: StaleLock, outcome: 'retried' | 'abandoned', j
 export function sweepEvent(
   schema: string,
   runId: string,
-  counts: { deleted: number; batches: number },
+  counts: { deleted: number; batches: number; pending?: number },
   actor: { actorType: AuditEvent['actorType']; actorId: string } = { actorType: 'system', actorId: 'ledger-sweeper' },
 ): AuditEvent {
   return {

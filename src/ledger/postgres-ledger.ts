@@ -1,5 +1,6 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type pg from 'pg';
+import { transitionEventIds } from '../audit/derive.js';
 import { checkSchema, DEFAULT_SCHEMA, kyselyFor, openPool, type PostgresOptions } from '../db/connection.js';
 import { poolErrorCount } from '../db/pool-errors.js';
 import { DEFAULT_PREPARED_STATEMENTS, runStatement } from '../db/prepared-statements.js';
@@ -17,6 +18,7 @@ import {
 import { canonicalJson } from '../fingerprint/canonical-json.js';
 import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import { MicroBatcher } from './micro-batcher.js';
+import { parseTransitions } from './recorded-transition.js';
 import { type LedgerStatements, ledgerStatements } from './statements.js';
 import { type AcquiringTransition, type ClaimTransition, type OutcomeTransition, TRANSITIONS } from './transitions.js';
 import type {
@@ -62,6 +64,23 @@ export type LedgerOptions = PostgresOptions & {
 };
 
 type ClaimRow = { key: string; values: unknown[] };
+
+/** Who made an operator's transition and why (recorded with it, for its audit event). */
+export type OperatorFacts = { actorId?: string; reason?: string };
+
+/** A keyset position of the sweep, in (expires_at, key) order; `at` is Postgres text. */
+export type SweepCursor = { at: string; key: string };
+
+/** One page of {@link PostgresLedger.sweepPage}. */
+export type SweepPage = {
+  deleted: number;
+  /** Candidates read (deleted or pending). */
+  scanned: number;
+  /** Expired rows kept because an event of theirs is not stored yet. */
+  pending: LedgerRecord[];
+  /** Where the next page starts; undefined when there were no candidates. */
+  next: SweepCursor | undefined;
+};
 type CompleteRow = { key: string; epoch: number; text: string };
 
 export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
@@ -316,15 +335,19 @@ export class PostgresLedger {
    * Evicts a key whatever its state, so the next claim executes again; fences any current
    * holder (its epoch becomes stale). Who and why belong in the audit trail.
    */
-  async invalidate(key: KeyLike): Promise<WriteReceipt & { previousStatus: LedgerStatus }> {
+  async invalidate(
+    key: KeyLike,
+    by: OperatorFacts = {},
+    executor?: LedgerExecutor,
+  ): Promise<WriteReceipt & { previousStatus: LedgerStatus }> {
     const k = toKey(key);
-    const rows = await this.run('invalidate', [k, this.clockOffsetMs]);
+    const rows = await this.run('invalidate', [k, this.clockOffsetMs, ...operatorColumns(by)], executor);
     const row = rows[0];
     if (!row) throw new IllegalTransitionError({ key: k, from: null, action: 'invalidate' });
     return {
       key: k,
       epoch: row.epoch as number,
-      at: row.at as Date,
+      at: atOf(row),
       previousStatus: row.previous_status as LedgerStatus,
     };
   }
@@ -333,29 +356,91 @@ export class PostgresLedger {
    * Settles an `unknown` record: `committed` records the result an operator or reconcile hook
    * found; not committed makes the key claimable again. Any other state is refused.
    */
-  async resolve(key: KeyLike, outcome: ResolveOutcome): Promise<WriteReceipt> {
+  async resolve(
+    key: KeyLike,
+    outcome: ResolveOutcome,
+    by: OperatorFacts = {},
+    executor?: LedgerExecutor,
+  ): Promise<WriteReceipt> {
     const k = toKey(key);
     const text = outcome.committed ? this.encodeResult(outcome.result) : null;
-    const rows = await this.run('resolve', [k, text, this.clockOffsetMs, outcome.committed]);
+    const values = [k, text, this.clockOffsetMs, outcome.committed, ...operatorColumns(by)];
+    const rows = await this.run('resolve', values, executor);
     const row = rows[0];
     if (!row) {
-      const cur = (await this.run('current', [k]))[0];
+      const cur = (await this.run('current', [k], executor))[0];
       throw new IllegalTransitionError({
         key: k,
         from: (cur?.status as string | undefined) ?? null,
         action: 'resolve',
       });
     }
-    return { key: k, epoch: row.epoch as number, at: row.at as Date };
+    return { key: k, epoch: row.epoch as number, at: atOf(row) };
   }
 
-  /** Deletes up to `batchSize` expired terminal rows; never locked or unknown ones. Returns the count. */
-  async sweepExpired(batchSize = 1000): Promise<number> {
+  /**
+   * Deletes expired terminal rows among the next `batchSize` (never locked or unknown ones; rows
+   * another transaction holds are skipped). A row's recorded transitions go with it, so a row is
+   * deleted only when the audit event of every one of its transitions is stored in
+   * `audit_events`; the others are returned as `pending` (store their events, see
+   * `eventsForRecord`, and a later sweep deletes them). Pass `next` back as `after` to go on past
+   * them.
+   */
+  async sweepPage(batchSize = 1000, after?: SweepCursor): Promise<SweepPage> {
     if (!Number.isInteger(batchSize) || batchSize < 1) {
       throw new IdempotencyConfigError('batchSize must be a positive integer', { option: 'batchSize' });
     }
-    const res = await runStatement(this.pool, this.names.sweep, this.sql.sweep, [batchSize, this.clockOffsetMs]);
-    return res.rowCount ?? 0;
+    const client = await this.pool.connect();
+    try {
+      await client.query('begin');
+      const rows = (
+        await runStatement(client, this.names.sweepCandidates, this.sql.sweepCandidates, [
+          batchSize,
+          this.clockOffsetMs,
+          after?.at ?? '-infinity',
+          after?.key ?? '',
+        ])
+      ).rows as Row[];
+      const records = rows.map(toRecord);
+      // A row from before transitions were recorded has no record to keep: it goes as it did.
+      const ids = records.map((r) => (r.transitions === null ? [] : transitionEventIds(r)));
+      const all = ids.flat();
+      const stored = new Set<string>(
+        all.length === 0
+          ? []
+          : (await runStatement(client, this.names.storedEventIds, this.sql.storedEventIds, [all])).rows.map(
+              (r) => (r as Row).event_id as string,
+            ),
+      );
+      const done: string[] = [];
+      const pending: LedgerRecord[] = [];
+      records.forEach((r, i) => {
+        if ((ids[i] as string[]).every((id) => stored.has(id))) done.push(r.key);
+        else pending.push(r);
+      });
+      if (done.length > 0) await runStatement(client, this.names.sweepKeys, this.sql.sweepKeys, [done]);
+      await client.query('commit');
+      const last = rows[rows.length - 1];
+      return {
+        deleted: done.length,
+        scanned: rows.length,
+        pending,
+        next: last ? { at: last.cursor_at as string, key: last.key as string } : undefined,
+      };
+    } catch (err) {
+      await client.query('rollback').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  /**
+   * Deletes up to `batchSize` expired terminal rows whose transitions' audit events are all
+   * stored (see {@link sweepPage}); never locked or unknown ones. Returns the count.
+   */
+  async sweepExpired(batchSize = 1000): Promise<number> {
+    return (await this.sweepPage(batchSize)).deleted;
   }
 
   /** The full record of a key, or null. */
@@ -381,7 +466,7 @@ export class PostgresLedger {
     const status = TRANSITIONS[transition].to;
     const rows = await this.run('finish', [k, epoch, errText, this.clockOffsetMs, status, transition, retryable]);
     if (!rows[0]) throw await this.fenced(k, epoch, transition);
-    return { key: k, epoch, at: rows[0].at as Date };
+    return { key: k, epoch, at: atOf(rows[0]) };
   }
 
   private encodeResult(result: unknown): string {
@@ -438,7 +523,7 @@ function newRow(req: ClaimRow, inserted: Row): Row {
     fingerprint: req.values[5],
     last_transition: 'claimed',
     lease_expires_at: new Date(at + (req.values[6] as number)),
-    at: new Date(at),
+    at_ms: inserted.at_ms,
   };
 }
 
@@ -491,7 +576,7 @@ const JSON_NUL = /(?:^|[^\\])(?:\\\\)*\\u0000/;
 function toOutcome(row: Row, fp: string): ClaimOutcome {
   const key = row.key as string;
   const epoch = row.epoch as number;
-  const at = row.at as Date;
+  const at = atOf(row);
   const status = row.status as LedgerStatus;
   if (row.acquired) {
     const transition = row.last_transition as ClaimTransition;
@@ -576,5 +661,12 @@ export function toRecord(row: Row): LedgerRecord {
     claimTransition: row.claim_transition as Transition,
     completedAt: (row.completed_at as Date | null) ?? null,
     expiresAt: (row.expires_at as Date | null) ?? null,
+    transitions: parseTransitions(row.transitions),
   };
 }
+
+/** The database time a statement returned, in whole milliseconds (as its recorded transition has it). */
+const atOf = (row: Row): Date => new Date(Number(row.at_ms));
+
+/** The operator's columns of invalidate and resolve: actor and reason, storable, or null. */
+const operatorColumns = (by: OperatorFacts): (string | null)[] => [textColumn(by.actorId), textColumn(by.reason)];

@@ -1,4 +1,4 @@
-import { type ClaimGuard, claimsOfExistingRows } from './transitions.js';
+import { type ClaimGuard, claimsOfExistingRows, TRANSITIONS } from './transitions.js';
 
 /** A claim guard as SQL over row alias `x`, the claimer's fingerprint `fp` and the database time `n`. */
 const GUARDS: Record<ClaimGuard, (x: string, fp: string, n: string) => string> = {
@@ -23,7 +23,7 @@ const list = (states: readonly string[]) => states.map((s) => `'${s}'`).join(','
  * `$now` stands for the database clock (plus a test-only offset parameter): all time decisions
  * are made by Postgres, never by a worker's clock.
  */
-export function ledgerStatements(table: string) {
+export function ledgerStatements(table: string, auditEventIds = `${table.split('.')[0]}.audit_event_ids`) {
   const now = (p: number) => `(now() + $${p}::int8 * interval '1 millisecond')`;
   /** A timestamp as whole milliseconds since the epoch, truncated (as a JS Date built from it). */
   const ms = (column: string) => `floor(extract(epoch from ${column}) * 1000)::int8`;
@@ -41,6 +41,17 @@ export function ledgerStatements(table: string) {
     .filter(({ spec }) => spec.to !== 'locked')
     .map(({ spec }) => `(l.status in (${list(spec.from)})${DOWNSTREAM[spec.downstream ?? 'any']})`)
     .join(' or ')})`;
+  /**
+   * The recorded transition appended by the statement that makes it (migration 0005): an array
+   * of one object, short keys, nulls left out. `t` transition, `e` epoch, `at` database time in
+   * whole milliseconds (the time the statement returns, so the live event and the derived one
+   * carry the same time), `o` owner, `j` job id, `q` queue, `k` task id, `c` error code, `p`
+   * the status before (operators), `a` actor, `r` reason.
+   */
+  const entry = (fields: string) => `jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(${fields})))`;
+  const append = (column: string, fields: string) => `coalesce(${column}, '[]'::jsonb) || ${entry(fields)}`;
+  const claimEntry = (transition: string, epoch: string, n: string, i: string, owner = `${i}.owner`) =>
+    `'t', ${transition}, 'e', ${epoch}, 'at', ${ms(n)}, 'o', ${owner}, 'j', ${i}.job_id, 'q', ${i}.queue, 'k', ${i}.task_id`;
   const cols = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, last_transition`;
   const returning = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, last_transition, updated_at`;
   const N = now(15);
@@ -67,10 +78,10 @@ cur as (select l.*, i.fingerprint as want from ${table} l join i on l.key = i.ke
 ins as (
   insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch, downstream,
     lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at, updated_at,
-    claimed_at, claim_transition)
+    claimed_at, claim_transition, transitions)
   select i.key, i.namespace, i.resource_key, i.version, i.operation, i.fingerprint, 'locked', 1, i.downstream, i.owner,
     ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, 'claimed', i.job_id, i.queue, i.task_id, i.step_id, ${N}, ${N},
-    ${N}, 'claimed'
+    ${N}, 'claimed', ${entry(claimEntry("'claimed'", '1', N, 'i'))}
   from i
   where not exists (select 1 from cur c where c.key = i.key and not ${claimable('c', 'c.want', N)})
   order by i.key
@@ -92,18 +103,19 @@ ins as (
     job_id = excluded.job_id, queue = excluded.queue,
     task_id = coalesce(excluded.task_id, l.task_id), step_id = coalesce(excluded.step_id, l.step_id),
     updated_at = excluded.updated_at, claimed_at = excluded.claimed_at,
-    claim_transition = ${claimTransition}
+    claim_transition = ${claimTransition},
+    transitions = ${append('l.transitions', `${claimEntry(claimTransition, 'l.epoch + 1', N, 'excluded', 'excluded.lease_owner')}, 'c', case when ${claimToUnknown} then 'IDEMPOTENCY_LEASE_EXPIRED' end`)}
   where ${claimable('l', 'excluded.fingerprint', N)}
   returning ${returning}
 )
-select ${cols}, true as acquired, true as claimable, null::int8 as retry_after_ms, updated_at as at from ins
+select ${cols}, true as acquired, true as claimable, null::int8 as retry_after_ms, ${ms('updated_at')} as at_ms from ins
 union all
 select ${cols
       .split(', ')
       .map((c) => `c.${c}`)
       .join(', ')}, false, ${claimable('c', 'c.want', N)},
   case when c.status = 'locked' then greatest(0, ceil(extract(epoch from (c.lease_expires_at - ${N})) * 1000))::int8 end,
-  ${N}
+  ${ms(N)}
 from cur c where not exists (select 1 from ins where ins.key = c.key)`,
 
     /**
@@ -118,7 +130,7 @@ from cur c where not exists (select 1 from ins where ins.key = c.key)`,
   ${claimable('l', 'i.want', now(3))} as claimable,
   case when l.status = 'locked' then greatest(0, ceil(extract(epoch from (l.lease_expires_at - ${now(3)})) * 1000))::int8 end
     as retry_after_ms,
-  ${now(3)} as at
+  ${ms(now(3))} as at_ms
 from unnest($1::text[], $2::text[]) as i(key, want) join ${table} l on l.key = i.key`,
 
     /**
@@ -129,10 +141,10 @@ from unnest($1::text[], $2::text[]) as i(key, want) join ${table} l on l.key = i
      */
     insertNew: `insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
     downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
-    updated_at, claimed_at, claim_transition)
+    updated_at, claimed_at, claim_transition, transitions)
   select i.key, i.namespace, i.resource_key, i.version, i.operation, i.fingerprint, 'locked', 1, i.downstream, i.owner,
     ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, 'claimed', i.job_id, i.queue, i.task_id, i.step_id,
-    ${N}, ${N}, ${N}, 'claimed'
+    ${N}, ${N}, ${N}, 'claimed', ${entry(claimEntry("'claimed'", '1', N, 'i'))}
   from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
     $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
     as i(key, namespace, resource_key, version, operation, fingerprint, lease_ms, retention_ms, downstream, owner,
@@ -152,7 +164,8 @@ where ${fenced} returning lease_expires_at, ${now(4)} as at`,
      */
     complete: `update ${table} t set status = 'completed', result = u.result::jsonb, error = null, retryable = null,
   lease_owner = null, lease_expires_at = null, last_transition = 'completed',
-  completed_at = ${now(4)}, expires_at = ${now(4)} + t.retention_ms * interval '1 millisecond', updated_at = ${now(4)}
+  completed_at = ${now(4)}, expires_at = ${now(4)} + t.retention_ms * interval '1 millisecond', updated_at = ${now(4)},
+  transitions = ${append('t.transitions', `'t', 'completed', 'e', t.epoch, 'at', ${ms(now(4))}`)}
 from unnest($1::text[], $2::int4[], $3::text[]) as u(key, epoch, result)
 where t.key = u.key and t.epoch = u.epoch and t.status = 'locked' returning t.key, ${ms('t.updated_at')} as at_ms`,
 
@@ -160,8 +173,9 @@ where t.key = u.key and t.epoch = u.epoch and t.status = 'locked' returning t.ke
     finish: `update ${table} set status = $5, error = $3::jsonb, retryable = $7, result = null,
   lease_owner = null, lease_expires_at = null, last_transition = $6,
   expires_at = case when $5 = 'unknown' then null else ${now(4)} + retention_ms * interval '1 millisecond' end,
-  updated_at = ${now(4)}
-where ${fenced} returning updated_at as at`,
+  updated_at = ${now(4)},
+  transitions = ${append('transitions', `'t', $6::text, 'e', epoch, 'at', ${ms(now(4))}, 'c', $3::jsonb->>'code'`)}
+where ${fenced} returning ${ms('updated_at')} as at_ms`,
 
     /** Params: 1 key. */
     current: `select epoch, status from ${table} where key = $1`,
@@ -169,28 +183,43 @@ where ${fenced} returning updated_at as at`,
     /** Params: 1 key. */
     get: `select * from ${table} where key = $1`,
 
-    /** Params: 1 key, 2 clock offset. Evicts the record and fences any holder (epoch + 1). */
+    /**
+     * Params: 1 key, 2 clock offset, 3 actor, 4 reason. Evicts the record and fences any holder
+     * (epoch + 1); who and why are recorded with the transition.
+     */
     invalidate: `with prev as (select key, status from ${table} where key = $1 for update)
 update ${table} t set status = 'invalidated', epoch = t.epoch + 1, result = null, retryable = null,
   lease_owner = null, lease_expires_at = null, last_transition = 'invalidated',
-  expires_at = ${now(2)} + t.retention_ms * interval '1 millisecond', updated_at = ${now(2)}
-from prev where t.key = prev.key returning t.epoch, prev.status as previous_status, t.updated_at as at`,
+  expires_at = ${now(2)} + t.retention_ms * interval '1 millisecond', updated_at = ${now(2)},
+  transitions = ${append('t.transitions', `'t', 'invalidated', 'e', t.epoch + 1, 'at', ${ms(now(2))}, 'p', prev.status, 'a', $3::text, 'r', $4::text`)}
+from prev where t.key = prev.key returning t.epoch, prev.status as previous_status, ${ms('t.updated_at')} as at_ms`,
 
-    /** Params: 1 key, 2 result json or null, 3 clock offset, 4 committed. */
+    /** Params: 1 key, 2 result json or null, 3 clock offset, 4 committed, 5 actor, 6 reason. */
     resolve: `update ${table} set
-  status = case when $4::boolean then 'completed' else 'released' end,
+  status = case when $4::boolean then '${TRANSITIONS.resolved_committed.to}' else '${TRANSITIONS.resolved_not_committed.to}' end,
   result = case when $4::boolean then $2::jsonb else null end,
   last_transition = case when $4::boolean then 'resolved_committed' else 'resolved_not_committed' end,
   epoch = epoch + 1,
   completed_at = case when $4::boolean then ${now(3)} end,
-  expires_at = ${now(3)} + retention_ms * interval '1 millisecond', updated_at = ${now(3)}
-where key = $1 and status = 'unknown' returning epoch, updated_at as at`,
+  expires_at = ${now(3)} + retention_ms * interval '1 millisecond', updated_at = ${now(3)},
+  transitions = ${append('transitions', `'t', case when $4::boolean then 'resolved_committed' else 'resolved_not_committed' end, 'e', epoch + 1, 'at', ${ms(now(3))}, 'a', $5::text, 'r', $6::text`)}
+where key = $1 and status = 'unknown' returning epoch, ${ms('updated_at')} as at_ms`,
 
-    /** Params: 1 batch size, 2 clock offset. Bounded, skips rows another transaction holds. */
-    sweep: `delete from ${table} where key in (
-  select key from ${table}
+    /**
+     * The sweep's candidates: expired terminal rows after a keyset position (expires_at, key),
+     * locked for the transaction that deletes them, skipping rows another transaction holds.
+     * Params: 1 batch size, 2 clock offset, 3 after expires_at (text), 4 after key.
+     */
+    sweepCandidates: `select *, expires_at::text as cursor_at from ${table}
   where status in ('completed','failed','released','invalidated') and expires_at <= ${now(2)}
-  order by expires_at limit $1 for update skip locked)`,
+    and (expires_at, key) > ($3::timestamptz, $4::text)
+  order by expires_at, key limit $1 for update skip locked`,
+
+    /** The ids among $1 that are stored in the audit trail (its table of event ids, one row per stored event). */
+    storedEventIds: `select event_id from ${auditEventIds} where event_id = any($1::text[])`,
+
+    /** Params: 1 keys (locked by sweepCandidates in the same transaction). */
+    sweepKeys: `delete from ${table} where key = any($1::text[])`,
   };
 }
 

@@ -1,4 +1,5 @@
 import type { IdempotencyKey } from '../keys/idempotency-key.js';
+import type { RecordedTransition } from './recorded-transition.js';
 import type { AcquiringTransition } from './transitions.js';
 
 /**
@@ -131,6 +132,11 @@ export type LedgerRecord = {
   claimTransition: Transition;
   completedAt: Date | null;
   expiresAt: Date | null;
+  /**
+   * Every transition of the row, oldest first, each recorded by the statement that made it;
+   * `null` for a row last changed before they were recorded (migration 0005).
+   */
+  transitions: RecordedTransition[] | null;
 };
 
 /** A fenced write's receipt: the database time it took effect. */

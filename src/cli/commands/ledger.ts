@@ -157,7 +157,7 @@ export async function invalidateCommand(
   if (opts.queue !== undefined && !opts.rerun) throw usageError('--queue goes with --rerun only');
   const key = normalizeKey(keyArg);
   ctx.require(...(opts.rerun ? (['DATABASE_URL', 'REDIS_URL'] as const) : (['DATABASE_URL'] as const)));
-  const { assertAuditable, operatorEvent } = await import('../operator-audit.js');
+  const { assertAuditable, cleanReason, operatorEvent } = await import('../operator-audit.js');
   const ledger = await ctx.ledger();
   const record = await getRecord(ctx, key);
   // Everything the re-run needs is checked and connected before the ledger changes.
@@ -171,7 +171,7 @@ export async function invalidateCommand(
     afterStatus: 'invalidated',
   };
   assertAuditable(action);
-  const receipt = await ledger.invalidate(key);
+  const receipt = await ledger.invalidate(key, { actorId: opts.actor, reason: cleanReason(opts.reason) });
   const event = operatorEvent({ ...action, receipt, details: { previousStatus: receipt.previousStatus } });
   const eventId = await writeOperatorEvent(ctx, event, `${key} was invalidated`);
   const rerun = target ? await rerunJob(key, target) : undefined;
@@ -263,7 +263,7 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
     : undefined;
   const key = normalizeKey(keyArg);
   ctx.require('DATABASE_URL');
-  const { assertAuditable, operatorEvent } = await import('../operator-audit.js');
+  const { assertAuditable, cleanReason, operatorEvent } = await import('../operator-audit.js');
   const ledger = await ctx.ledger();
   const record = await getRecord(ctx, key);
   const committed = Boolean(opts.committed);
@@ -288,6 +288,7 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
     receipt = await ledger.resolve(
       key,
       keyring ? { committed: true, result: sealResult(value, [], keyring) } : { committed: false },
+      { actorId: opts.actor, reason: cleanReason(opts.reason) },
     );
   } catch (err) {
     if (err instanceof IllegalTransitionError && err.details.from !== null) {

@@ -27,6 +27,9 @@ export async function sweepCommand(
   if (opts.json) ctx.io.out(toJson({ ...r, ms, auditEventId: eventId }));
   else
     ctx.io.out(
-      `swept ${r.deleted} expired row${r.deleted === 1 ? '' : 's'} in ${r.batches} batch${r.batches === 1 ? '' : 'es'} (${ms} ms) from schema ${ledger.schema}`,
+      `swept ${r.deleted} expired row${r.deleted === 1 ? '' : 's'} in ${r.batches} batch${r.batches === 1 ? '' : 'es'} (${ms} ms) from schema ${ledger.schema}` +
+        (r.pending > 0
+          ? `; kept ${r.pending} whose audit events are not all stored yet (\`backfill\` stores them, the next sweep deletes them)`
+          : ''),
     );
 }
