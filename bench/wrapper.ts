@@ -39,31 +39,34 @@
  * Progress goes to stderr; the tables and, as the last line of stdout, one JSON object with the
  * medians (ratios: the median of the per-round ratios) go to stdout.
  */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { IdempotencyConfig, makeIdempotent } from '@aws-lambda-powertools/idempotency';
 import { CachePersistenceLayer } from '@aws-lambda-powertools/idempotency/cache';
 import { createClient } from '@redis/client';
 import { type Job, type Processor, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { z } from 'zod';
 import { migrate } from '../src/db/migrate.js';
 import { MicroBatcher } from '../src/ledger/micro-batcher.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { defineOperation } from '../src/operation/define-operation.js';
 import { defineKeyring } from '../src/sealing/keyring.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { jsonLine } from './lib/json-line.js';
 import { type CpuSplit, cpuSnapshot, cpuSplit, perThousand } from './lib/proc-cpu.js';
-import { rotated } from './lib/rounds.js';
+import { alternatingRounds, rotated } from './lib/rounds.js';
 import { median, perRoundRatios, round2 } from './lib/stats.js';
 import { printTable as table } from './lib/table.js';
+import { benchOperation } from './lib/wrapper-operation.js';
 
-const BENCH_KEYRING = defineKeyring({ keys: [{ id: 'bench', secret: randomBytes(32) }] });
+const BENCH_KEY = randomBytes(32);
+const BENCH_KEYRING = defineKeyring({ keys: [{ id: 'bench', secret: BENCH_KEY }] });
 
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -393,6 +396,135 @@ async function runUnit(
   return out;
 }
 
+/** Worker processes of the many-workers run (BENCH_WORKERS, a comma list; empty: no such run). */
+const WORKER_COUNTS = (process.env.BENCH_WORKERS ?? '1,2,4')
+  .split(',')
+  .map((s) => s.trim())
+  .filter(Boolean)
+  .map(Number);
+
+type WorkersMeasurement = { perSec: number; cpu: CpuSplit | undefined };
+
+type Child = { proc: ChildProcess & { stdin: NodeJS.WritableStream }; lines: AsyncIterator<string> };
+
+async function nextLine(child: Child, what: string): Promise<string> {
+  const next = await child.lines.next();
+  if (next.done) throw new Error(`a worker process exited before ${what}`);
+  return next.value;
+}
+
+/**
+ * The fresh path with `n` worker processes on one queue, the same total concurrency (and ledger
+ * connections) split between them. The queue is filled first; the clock runs from 'go' until the
+ * queue is empty (polled every 20 ms). CPU: the worker processes (as `node`), this run's Postgres
+ * sessions and Redis, per 1000 jobs. Each process reports its side-effect count: they must add up
+ * to one per job.
+ */
+async function runWorkers(ctx: Context, databaseUrl: string, n: number, tag: string, count: number) {
+  const queueName = `bench-wrapper-${ctx.runId}-workers${n}-${tag}`;
+  const queue = new Queue(queueName, { connection: ctx.redis, defaultJobOptions: JOB_OPTS });
+  const children: Child[] = [];
+  try {
+    const items = Array.from({ length: count }, (_, i) => ({ id: `${ctx.runId}-workers${n}-${tag}-${i}`, n: i }));
+    for (let i = 0; i < items.length; i += CHUNK) {
+      await benchOperation.enqueueBulk(
+        queue,
+        items.slice(i, i + CHUNK).map((input) => ({ input, options: { jobOptions: JOB_OPTS } })),
+      );
+    }
+    for (let i = 0; i < n; i++) {
+      const proc = spawn(
+        process.execPath,
+        ['--import', 'tsx', fileURLToPath(new URL('./lib/worker-child.ts', import.meta.url))],
+        {
+          env: {
+            ...process.env,
+            DATABASE_URL: databaseUrl,
+            REDIS_URL,
+            BENCH_SCHEMA: ctx.schema,
+            BENCH_QUEUE: queueName,
+            // Split as evenly as whole numbers allow: 50 = 50, 25 + 25, 13 + 13 + 12 + 12.
+            BENCH_CONCURRENCY: String(Math.floor(CONCURRENCY / n) + (i < CONCURRENCY % n ? 1 : 0)),
+            BENCH_POOL: String(Math.max(1, Math.round(POOL_SIZE / n))),
+            BENCH_KEY: BENCH_KEY.toString('hex'),
+          },
+          stdio: ['pipe', 'pipe', 'inherit'],
+        },
+      );
+      children.push({ proc, lines: createInterface({ input: proc.stdout })[Symbol.asyncIterator]() });
+    }
+    for (const child of children) {
+      const line = await nextLine(child, 'ready');
+      if (line !== 'ready') throw new Error(`a worker process said ${line}`);
+    }
+    await ctx.admin.query('checkpoint').catch(() => {});
+    const pids = await postgresPids(ctx.admin);
+    const nodePids = new Set(children.map((c) => c.proc.pid!));
+    const cpu0 = cpuSnapshot(pids, nodePids);
+    const started = performance.now();
+    for (const child of children) child.proc.stdin.write('go\n');
+    let last = Date.now();
+    let left = count;
+    for (;;) {
+      const c = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'failed');
+      if (c.failed) throw new Error(`workers ${n}: ${c.failed} jobs failed`);
+      const now = (c.waiting ?? 0) + (c.active ?? 0) + (c.delayed ?? 0) + (c.prioritized ?? 0);
+      if (now === 0) break;
+      if (now < left) last = Date.now();
+      left = now;
+      if (Date.now() - last > STALL_MS) throw new Error(`workers ${n}: no progress for ${STALL_MS} ms (${left} left)`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const seconds = (performance.now() - started) / 1000;
+    for (const pid of await postgresPids(ctx.admin)) pids.add(pid);
+    const split = cpuSplit(cpu0, cpuSnapshot(pids, nodePids));
+    let effectsSeen = 0;
+    for (const child of children) {
+      child.proc.stdin.write('stop\n');
+      effectsSeen += (JSON.parse(await nextLine(child, 'its count')) as { effects: number }).effects;
+    }
+    if (effectsSeen !== count)
+      throw new Error(`workers ${n}: the side effect ran ${effectsSeen} times for ${count} jobs`);
+    return { perSec: count / seconds, cpu: split && perThousand(split, count) };
+  } finally {
+    for (const child of children) if (child.proc.exitCode === null) child.proc.kill('SIGTERM');
+    await queue.obliterate({ force: true }).catch(() => {});
+    await queue.close();
+  }
+}
+
+function reportWorkers(results: Map<number, WorkersMeasurement[]>): void {
+  const rows = [...results].map(([n, ms]) => {
+    const med = (f: (m: WorkersMeasurement) => number) => median(ms.map(f));
+    const cpu = (f: (c: CpuSplit) => number) => (ms[0]?.cpu ? med((m) => f(m.cpu!)).toFixed(2) : '-');
+    return [
+      `${n} worker process${n > 1 ? 'es' : ''}`,
+      ...ms.map((m) => String(Math.round(m.perSec))),
+      String(Math.round(med((m) => m.perSec))),
+      cpu((c) => c.node),
+      cpu((c) => c.postgres),
+      cpu((c) => c.redis),
+      cpu((c) => c.node + c.postgres + c.redis),
+      cpu((c) => c.other),
+    ];
+  });
+  const rounds = [...(results.values().next().value ?? [])].map((_, r) => `round ${r + 1}`);
+  console.log(
+    `\nwithIdempotency fresh, worker processes on one queue (total concurrency ${CONCURRENCY}, ledger connections ${POOL_SIZE}); CPU s per 1000 jobs`,
+  );
+  table(['workers', ...rounds, 'median jobs/s', 'workers CPU', 'postgres', 'redis', 'w+pg+r', 'other'], rows);
+}
+
+function workersSummary(results: Map<number, WorkersMeasurement[]>): Record<string, unknown> {
+  const perSec: Record<string, number> = {};
+  const cpuMs: Record<string, number | null> = {};
+  for (const [n, ms] of results) {
+    perSec[n] = Math.round(median(ms.map((m) => m.perSec)));
+    cpuMs[n] = ms[0]?.cpu ? round2(median(ms.map((m) => m.cpu!.node + m.cpu!.postgres + m.cpu!.redis))) : null;
+  }
+  return { workers_per_s: perSec, workers_cpu_ms_per_job: cpuMs };
+}
+
 /** The connected @redis/client client Powertools' CachePersistenceLayer requires. */
 const connectRedisClient = () => createClient({ url: REDIS_URL }).connect();
 
@@ -408,17 +540,7 @@ function buildVariants(
   };
   const plainId = (job: Job) => (job.data as JobData).id;
 
-  const operation = defineOperation({
-    name: 'bench.wrapper',
-    namespace: 'bench/wrapper',
-    version: 'v1',
-    input: z.object({ id: z.string(), n: z.number().int() }),
-    effect: (input) => input,
-    resourceKey: (input) => input.id,
-    retention: '1h',
-    lease: '10s', // shorter than the worker's lockDuration (30 s, BullMQ's default)
-    downstream: 'idempotent',
-  });
+  const operation = benchOperation;
   const library = (name: 'fresh' | 'replay'): Variant => ({
     name,
     unit: 'library',
@@ -718,7 +840,18 @@ async function main(): Promise<void> {
       }
     }
     report(results);
-    jsonLine('wrapper', summary(results));
+    let workers = new Map<number, WorkersMeasurement[]>();
+    if (WORKER_COUNTS.length) {
+      console.error(`bench wrapper: worker processes ${WORKER_COUNTS.join(', ')} on one queue`);
+      for (const n of WORKER_COUNTS) await runWorkers(ctx, databaseUrl, n, 'w', WARMUP_JOBS);
+      workers = await alternatingRounds<number, WorkersMeasurement>(WORKER_COUNTS, ROUNDS, async (n, round) => {
+        const m = await runWorkers(ctx, databaseUrl, n, `r${round + 1}`, JOBS);
+        console.error(`  round ${round + 1} ${n} worker process(es) ${Math.round(m.perSec)} jobs/s`);
+        return m;
+      });
+      reportWorkers(workers);
+    }
+    jsonLine('wrapper', { ...summary(results), ...(workers.size ? workersSummary(workers) : {}) });
   } catch (error) {
     failed = true;
     throw error;

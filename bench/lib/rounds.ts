@@ -8,7 +8,7 @@ export function rotated<T>(items: readonly T[], round: number): T[] {
  * Runs every variant once per round, in an order rotated every round, and collects the
  * measurements per variant by round (index = round). `run` gets the variant and the round (0-based).
  */
-export async function alternatingRounds<V extends string, M>(
+export async function alternatingRounds<V extends string | number, M>(
   variants: readonly V[],
   rounds: number,
   run: (variant: V, round: number) => Promise<M>,
