@@ -121,19 +121,7 @@ export { openRecordedError, type SealedErrorText } from './sealing/sealed-error.
 export { isSealedResult, SEALED_FIELD, type SealedResult, unseal } from './sealing/sealed-result.js';
 export type { Logger } from './shared/logger.js';
 export type { AuditSink, WrapperEvent, WrapperEventType } from './shared/wrapper-event.js';
-export type {
-  ClaimOptions,
-  ClaimOutcome,
-  Downstream,
-  IdempotencyKey,
-  KeyLike,
-  LedgerRecord,
-  LedgerStatus,
-  RecordedError,
-  ResolveOutcome,
-  Transition,
-  WriteReceipt,
-} from './types.js';
+export type * from './types.js';
 export type { IdempotentProcessor } from './worker/attempt.js';
 export { LeaseLostError } from './worker/lease-keeper.js';
 export type { DecisionInput, ProcessorContext, StepContext, WithIdempotencyOptions } from './worker/types.js';
