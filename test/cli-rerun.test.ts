@@ -185,7 +185,7 @@ describe('re-running an operation on purpose', () => {
     expect(gaveUp.code).toBe(1);
     expect(gaveUp.stderr).toContain('gave up after 1.0s (--timeout)');
     expect(gaveUp.stderr).toContain('nothing has started it');
-    expect(gaveUp.stderr).toContain('`npm start` in a checkout');
+    expect(gaveUp.stderr).toContain('`bullmq-idempotency start`');
     expect(gaveUp.stderr).toContain('createBackfillWorker()');
     expect(badTimeout.code).toBe(2);
 

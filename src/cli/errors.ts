@@ -52,12 +52,12 @@ export class CliError extends IdempotencyError<CliErrorCode> {
 export const usageError = (message: string) => new CliError(EXIT.usage, message);
 
 /**
- * Who runs queued work (backfill jobs, audit batches): the operations process. Named for package
- * users and for checkouts alike.
+ * Who runs queued work (backfill jobs, audit batches): the operations process, the package's own
+ * command or the application's process.
  */
 export const OPERATIONS_PROCESS =
-  'the operations process (`npm start` in a checkout of bullmq-idempotency; in an application, the process that runs ' +
-  'its `createBackfillWorker()` and `createAuditWriter()`)';
+  'the operations process (`bullmq-idempotency start`, or a process of your own that runs ' +
+  '`createBackfillWorker()` and `createAuditWriter()`)';
 export const notFound = (message: string) => new CliError(EXIT.notFound, message);
 
 /** Network-level failures after the start-up check: the service went away mid-command. */
