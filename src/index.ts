@@ -12,6 +12,7 @@ export { AuditEventNotDurableError } from './audit/not-durable-error.js';
 export { auditRedactor } from './audit/redact-event.js';
 export { buildTimeline, renderTimeline, type Timeline, type TimelineAttempt, timeline } from './audit/timeline.js';
 export { auditWorkerFailures } from './audit/worker-failures.js';
+export { type Config as OperationsConfig, type ConnectionFlags, loadConfig } from './config/env.js';
 export { DEFAULT_SCHEMA, type PostgresOptions } from './db/connection.js';
 export { MIGRATION_LOCK_TABLE, MIGRATION_TABLE, type MigrateOptions, migrate } from './db/migrate.js';
 export type { PoolLogger } from './db/pool-errors.js';
@@ -85,6 +86,20 @@ export {
   retryWindowMs,
   type WorkerTiming,
 } from './operation/retry-window.js';
+export {
+  HttpError,
+  type HttpMethod,
+  type HttpMountHandler,
+  type HttpReply,
+  type HttpRoute,
+  OpsHttpServer,
+  readBody,
+} from './ops/http-server.js';
+export {
+  type OperationsProcess,
+  type OperationsProcessOptions,
+  startOperationsProcess,
+} from './ops/operations-process.js';
 export { type AbsorbedState, type EnqueueOptions, type EnqueueResult, jobIdFor } from './producer/enqueue.js';
 export { type RerunOptions, type RerunOutcome, rerun } from './producer/rerun.js';
 export {
