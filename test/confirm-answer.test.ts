@@ -9,12 +9,14 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { renderTimeline, timeline } from '../src/audit/timeline.js';
+import { loadConfig } from '../src/config/env.js';
 import { answerConfirmation } from '../src/confirm/answer.js';
 import { ConfirmationStore, type NewConfirmation } from '../src/confirm/confirmation-store.js';
 import { ConfirmationAnsweredError, ConfirmationTimedOutError } from '../src/confirm/errors.js';
 import { confirmationEvent } from '../src/confirm/events.js';
 import { confirmationHttpHandler } from '../src/confirm/http-handler.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { startOperationsProcess } from '../src/ops/operations-process.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { childEnv, runTs } from './helpers/spawn.js';
 
@@ -266,5 +268,49 @@ describe('the HTTP endpoint', () => {
 
   it('refuses a short token at configuration', () => {
     expect(() => confirmationHttpHandler({ pool, token: 'short' })).toThrow(/at least 32 characters/);
+    expect(() =>
+      loadConfig({ DATABASE_URL: t.databaseUrl, REDIS_URL: t.redisUrl, BQI_CONFIRM_TOKEN: 'short' }),
+    ).toThrow(/BQI_CONFIRM_TOKEN/);
+  });
+
+  it('the operations process serves it at /confirmations with BQI_CONFIRM_TOKEN, and not without', async () => {
+    const base = {
+      DATABASE_URL: t.databaseUrl,
+      REDIS_URL: t.redisUrl,
+      BQI_SCHEMA: t.schema,
+      BQI_PREFIX: t.prefix,
+      BQI_AUDIT_QUEUE: 'audit-confirm',
+      BQI_HTTP_PORT: '0',
+      BQI_HTTP_HOST: '127.0.0.1',
+      LOG_LEVEL: 'silent',
+    };
+    const c = await store.request(request());
+    const off = await startOperationsProcess(loadConfig(base));
+    try {
+      const res = await fetch(`http://127.0.0.1:${off.http?.address?.port}/confirmations/${c.id}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ decision: 'approve', actor: 'eve', reason: 'x' }),
+      });
+      expect(res.status).toBe(404); // off by default
+    } finally {
+      await off.close();
+    }
+    const on = await startOperationsProcess(loadConfig({ ...base, BQI_CONFIRM_TOKEN: token }));
+    try {
+      const at = `http://127.0.0.1:${on.http?.address?.port}/confirmations/${c.id}`;
+      const send = (auth: string) =>
+        fetch(at, {
+          method: 'POST',
+          headers: { authorization: auth, 'content-type': 'application/json' },
+          body: JSON.stringify({ decision: 'deny', actor: 'eve', reason: 'not this one' }),
+        });
+      expect((await send('Bearer not-the-token')).status).toBe(401);
+      expect((await store.get(c.id)).status).toBe('pending');
+      expect((await send(`Bearer ${token}`)).status).toBe(200);
+      expect(await store.get(c.id)).toMatchObject({ status: 'denied', answeredBy: 'eve' });
+    } finally {
+      await on.close();
+    }
   });
 });

@@ -40,6 +40,12 @@ export type Config = {
   /** `BQI_HTTP_HOST`: the address the HTTP server listens on. @defaultValue `'0.0.0.0'` */
   httpHost: string;
   /**
+   * `BQI_CONFIRM_TOKEN`: serve `/confirmations` (list and answer confirmation requests) on the
+   * HTTP server, to callers that send `Authorization: Bearer <token>`; at least 32 characters.
+   * Unset: no confirmation endpoint.
+   */
+  confirmToken?: string;
+  /**
    * `BQI_PREPARED_STATEMENTS`: `false` runs every statement unnamed, for a pooler in transaction
    * mode (pgbouncer < 1.21, RDS Proxy, Supavisor) between this process and Postgres.
    * @defaultValue true
@@ -183,6 +189,11 @@ const fields = {
   BQI_SHUTDOWN_TIMEOUT_MS: positiveMs(CONFIG_DEFAULTS.shutdownTimeoutMs),
   BQI_HTTP_PORT: port.optional(),
   BQI_HTTP_HOST: name('host name or address', 255).default(CONFIG_DEFAULTS.httpHost),
+  BQI_CONFIRM_TOKEN: z
+    .string()
+    .min(32, 'must be at least 32 characters (a random secret: openssl rand -base64 32)')
+    .max(1000)
+    .optional(),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
   BQI_PREPARED_STATEMENTS: z
     .enum(['true', 'false', '1', '0'], { error: 'must be true or false' })
@@ -297,6 +308,7 @@ export function loadConfig(env: Env = process.env, flags: ConnectionFlags = {}):
     shutdownTimeoutMs: e.BQI_SHUTDOWN_TIMEOUT_MS,
     ...(e.BQI_HTTP_PORT === undefined ? {} : { httpPort: e.BQI_HTTP_PORT }),
     httpHost: e.BQI_HTTP_HOST,
+    ...(e.BQI_CONFIRM_TOKEN ? { confirmToken: e.BQI_CONFIRM_TOKEN } : {}),
     preparedStatements: e.BQI_PREPARED_STATEMENTS,
     logLevel: e.LOG_LEVEL,
     ...(e.BQI_KEYRING ? { keyring: e.BQI_KEYRING } : {}),

@@ -9,6 +9,7 @@ import { auditPolicyFor } from '../config/audit-policy.js';
 import { type Config, describeUrl } from '../config/env.js';
 import { describeRedisUrl } from '../config/redis-url.js';
 import { checkRedis, connectPostgres, openRedis, type RedisConnection } from '../config/services.js';
+import { confirmationHttpHandler } from '../confirm/http-handler.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from '../jobs/audit-backfill.js';
 import { createAuditWriter } from '../jobs/audit-writer.js';
@@ -131,6 +132,9 @@ export async function startOperationsProcess(
     if (!config.keyring) {
       logger.warn({}, 'BQI_KEYRING is not set: audit references made here join no others');
     }
+    if (config.confirmToken && config.httpPort === undefined) {
+      logger.warn({}, 'BQI_CONFIRM_TOKEN is set but BQI_HTTP_PORT is not: no confirmation endpoint is served');
+    }
     const auditPolicy = auditPolicyFor(config.keyring);
     const auditQueue = queue(config.auditQueue);
     const sweeperQueue = queue(DEFAULT_SWEEPER_QUEUE);
@@ -223,6 +227,15 @@ export async function startOperationsProcess(
           ...(options.routes ?? []),
         ],
       });
+      if (config.confirmToken) {
+        // One queue per name, opened on the first answer that wakes a job of it, closed with the process.
+        const queues = new Map<string, Queue>();
+        const queueOf = (name: string) => queues.get(name) ?? (queues.set(name, queue(name)).get(name) as Queue);
+        http.mount(
+          '/confirmations',
+          confirmationHttpHandler({ pool, schema: config.schema, token: config.confirmToken, queue: queueOf }),
+        );
+      }
       await http.listen(config.httpPort, config.httpHost).catch((err: unknown) => {
         throw new HttpListenError(config.httpHost, config.httpPort as number, errorLabel(err));
       });
@@ -274,6 +287,7 @@ export async function startOperationsProcess(
         prefix,
         queues: { audit: config.auditQueue, backfill: DEFAULT_BACKFILL_QUEUE, sweeper: DEFAULT_SWEEPER_QUEUE },
         sweepEveryMs: config.sweepEveryMs,
+        confirmations: server && config.confirmToken ? 'served at /confirmations' : 'off',
         ...(server?.address ? { http: { host: server.address.address, port: server.address.port } } : {}),
       },
       'started',
