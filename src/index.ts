@@ -9,6 +9,12 @@ export {
   DEFAULT_MAX_EVENT_BYTES,
 } from './audit/emitter.js';
 export { AuditEventNotDurableError } from './audit/not-durable-error.js';
+export {
+  invalidateKey,
+  type OperatorActionOptions,
+  type OperatorActionResult,
+  resolveKey,
+} from './audit/operator-actions.js';
 export { auditRedactor } from './audit/redact-event.js';
 export { buildTimeline, renderTimeline, type Timeline, type TimelineAttempt, timeline } from './audit/timeline.js';
 export { auditWorkerFailures } from './audit/worker-failures.js';

@@ -1,7 +1,7 @@
 import { boundedKey } from '../keys/idempotency-key.js';
 import type { RecordedTransition } from '../ledger/recorded-transition.js';
 import { TRANSITIONS, type TransitionSpec } from '../ledger/transitions.js';
-import type { LedgerRecord } from '../ledger/types.js';
+import type { LedgerRecord, Transition } from '../ledger/types.js';
 import type { WrapperEvent } from '../shared/wrapper-event.js';
 import type { AuditEvent } from './audit-event.js';
 import { auditEventFromWrapper } from './from-wrapper.js';
@@ -34,6 +34,26 @@ export function eventsForRecord(r: LedgerRecord, actorId = 'backfill'): AuditEve
     out.push(transitionEvent(r, t, attempt, actorId, DERIVED_VIA));
   }
   return out;
+}
+
+/**
+ * The event of the recorded transition `transition` at `epoch` of row `r`, as `via` writes it
+ * (the event {@link eventsForRecord} derives, but for `via`); undefined when the row does not
+ * record it.
+ */
+export function recordedTransitionEvent(
+  r: LedgerRecord,
+  epoch: number,
+  transition: Transition,
+  actorId: string,
+  via: EventSource,
+): AuditEvent | undefined {
+  let attempt: AttemptFacts = {};
+  for (const t of r.transitions ?? []) {
+    if (TRANSITIONS[t.transition].by === 'claim') attempt = t;
+    if (t.epoch === epoch && t.transition === transition) return transitionEvent(r, t, attempt, actorId, via);
+  }
+  return undefined;
 }
 
 /** The ids of {@link eventsForRecord}: what must be stored before the row (and its record of transitions) may go. */

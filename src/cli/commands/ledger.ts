@@ -157,7 +157,7 @@ export async function invalidateCommand(
   if (opts.queue !== undefined && !opts.rerun) throw usageError('--queue goes with --rerun only');
   const key = normalizeKey(keyArg);
   ctx.require(...(opts.rerun ? (['DATABASE_URL', 'REDIS_URL'] as const) : (['DATABASE_URL'] as const)));
-  const { assertAuditable, cleanReason, operatorEvent } = await import('../operator-audit.js');
+  const { assertAuditable } = await import('../operator-audit.js');
   const ledger = await ctx.ledger();
   const record = await getRecord(ctx, key);
   // Everything the re-run needs is checked and connected before the ledger changes.
@@ -171,9 +171,9 @@ export async function invalidateCommand(
     afterStatus: 'invalidated',
   };
   assertAuditable(action);
-  const receipt = await ledger.invalidate(key, { actorId: opts.actor, reason: cleanReason(opts.reason) });
-  const event = operatorEvent({ ...action, receipt, details: { previousStatus: receipt.previousStatus } });
-  const eventId = await writeOperatorEvent(ctx, event, `${key} was invalidated`);
+  const { invalidateKey } = await import('../../audit/operator-actions.js');
+  const receipt = await invalidateKey(ledger, key, { ...operatorOptions(opts), store: await ctx.store() });
+  const eventId = storedOrExplain(receipt, `${key} was invalidated`);
   const rerun = target ? await rerunJob(key, target) : undefined;
   if (opts.json) {
     ctx.io.out(
@@ -263,7 +263,7 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
     : undefined;
   const key = normalizeKey(keyArg);
   ctx.require('DATABASE_URL');
-  const { assertAuditable, cleanReason, operatorEvent } = await import('../operator-audit.js');
+  const { assertAuditable } = await import('../operator-audit.js');
   const ledger = await ctx.ledger();
   const record = await getRecord(ctx, key);
   const committed = Boolean(opts.committed);
@@ -283,12 +283,14 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
     afterStatus: committed ? 'completed' : 'released',
   };
   assertAuditable(action);
-  let receipt: Awaited<ReturnType<typeof ledger.resolve>>;
+  const { resolveKey } = await import('../../audit/operator-actions.js');
+  let receipt: Awaited<ReturnType<typeof resolveKey>>;
   try {
-    receipt = await ledger.resolve(
+    receipt = await resolveKey(
+      ledger,
       key,
       keyring ? { committed: true, result: sealResult(value, [], keyring) } : { committed: false },
-      { actorId: opts.actor, reason: cleanReason(opts.reason) },
+      { ...operatorOptions(opts), store: await ctx.store() },
     );
   } catch (err) {
     if (err instanceof IllegalTransitionError && err.details.from !== null) {
@@ -297,8 +299,7 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
     }
     throw err;
   }
-  const event = operatorEvent({ ...action, receipt, details: { outcome: committed ? 'committed' : 'not_committed' } });
-  const eventId = await writeOperatorEvent(ctx, event, `${key} was resolved`);
+  const eventId = storedOrExplain(receipt, `${key} was resolved`);
   if (opts.json) {
     ctx.io.out(
       toJson({
@@ -327,6 +328,21 @@ function parseResult(text: string): unknown {
   } catch {
     throw usageError(`--result is not JSON (${text.length} characters); quote strings: '"done"'`);
   }
+}
+
+/** The operator and reason of a CLI action, as the library's operator actions take them. */
+const operatorOptions = (opts: { actor: string; reason: string }) =>
+  ({ actor: opts.actor, reason: opts.reason, via: 'cli' }) as const;
+
+/** The event id of an operator action whose event is stored; else a failure that says the backfill writes it. */
+function storedOrExplain(r: { event: AuditEvent; stored: boolean; storeError?: unknown }, done: string): string {
+  if (r.stored) return r.event.eventId;
+  const why = r.storeError instanceof Error ? r.storeError.message : String(r.storeError);
+  throw new CliError(
+    EXIT.failure,
+    `${done}, but its audit event could not be written: ${why}. ` +
+      'The ledger recorded the transition with its actor and reason: `bullmq-idempotency backfill` writes the same event',
+  );
 }
 
 /** Writes an operator's event straight to Postgres; throws when it is not stored. */
