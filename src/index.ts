@@ -143,7 +143,12 @@ export { isSealedResult, SEALED_FIELD, type SealedResult, unseal } from './seali
 export type { Logger } from './shared/logger.js';
 export type { AuditSink, WrapperEvent, WrapperEventType } from './shared/wrapper-event.js';
 export type * from './types.js';
-export type { IdempotentProcessor } from './worker/attempt.js';
 export { LeaseLostError } from './worker/lease-keeper.js';
-export type { DecisionInput, ProcessorContext, StepContext, WithIdempotencyOptions } from './worker/types.js';
+export type {
+  DecisionInput,
+  IdempotentProcessor,
+  ProcessorContext,
+  StepContext,
+  WithIdempotencyOptions,
+} from './worker/types.js';
 export { withIdempotency } from './worker/with-idempotency.js';

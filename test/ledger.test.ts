@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { eventsForRecord } from '../src/audit/derive.js';
-import { ERROR_CODES } from '../src/errors/idempotency-error.js';
+import { ERROR_CODES, IdempotencyError } from '../src/errors/idempotency-error.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import { MAX_ERROR_MESSAGE_LENGTH, type PostgresLedger } from '../src/ledger/postgres-ledger.js';
@@ -488,16 +488,14 @@ describe('lease keeper', () => {
   async function keeperOn(key: IdempotencyKey, leaseMs: number, outer?: AbortSignal): Promise<LeaseKeeper> {
     const claim = await ledger.claim(claimOf(key, { leaseMs }));
     if (claim.kind !== 'acquired') throw new Error(claim.kind);
-    return new LeaseKeeper(
+    return new LeaseKeeper({
       ledger,
-      boundedKey(key),
-      claim.epoch,
+      key: boundedKey(key),
+      epoch: claim.epoch,
       leaseMs,
-      claim.leaseExpiresAt,
-      undefined,
-      undefined,
+      granted: claim.leaseExpiresAt,
       outer,
-    );
+    });
   }
 
   it('makes its signal on first read: a lease lost before that read is already aborted', async () => {
@@ -509,6 +507,8 @@ describe('lease keeper', () => {
       expect(keeper.signal.aborted).toBe(true);
       expect(keeper.signal.reason).toBeInstanceOf(LeaseLostError);
       expect((keeper.signal.reason as LeaseLostError).reason).toBe('lease_taken_over');
+      expect(keeper.signal.reason).toBeInstanceOf(IdempotencyError);
+      expect(keeper.signal.reason).toMatchObject({ code: 'IDEMPOTENCY_LEASE_LOST', details: { epoch: 1 } });
     } finally {
       keeper.stop();
     }

@@ -20,6 +20,8 @@ export const ERROR_CODES = {
   invalidInput: 'IDEMPOTENCY_INVALID_INPUT',
   sealKeyUnknown: 'IDEMPOTENCY_SEAL_KEY_UNKNOWN',
   sealInvalid: 'IDEMPOTENCY_SEAL_INVALID',
+  /** The reason of an attempt's signal: its lease was taken over or not renewed in time, or BullMQ's lock was lost. */
+  leaseLost: 'IDEMPOTENCY_LEASE_LOST',
   // Confirmations: thrown by the confirmation store and `answerConfirmation`, or recorded as reason codes.
   /** No confirmation request has this id. */
   confirmationNotFound: 'IDEMPOTENCY_CONFIRMATION_NOT_FOUND',
@@ -87,6 +89,7 @@ export type IdempotencyErrorDetails = {
   IDEMPOTENCY_INVALID_INPUT: { what: string; issues: ValidationIssue[] };
   IDEMPOTENCY_SEAL_KEY_UNKNOWN: { keyId: string | null; purpose: string };
   IDEMPOTENCY_SEAL_INVALID: { keyId: string | null; purpose: string };
+  IDEMPOTENCY_LEASE_LOST: { reason: 'lease_taken_over' | 'lease_expired' | 'lock_lost'; key: string; epoch: number };
   IDEMPOTENCY_LEASE_EXPIRED: never;
   IDEMPOTENCY_ABANDONED: never;
   IDEMPOTENCY_STALE_LOCK: never;

@@ -1,17 +1,9 @@
 import type { Job } from 'bullmq';
 import { StaleEpochError } from '../errors/errors.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import { LeaseLostError } from './lease-lost-error.js';
 
-/** Why an attempt's signal fired. */
-export class LeaseLostError extends Error {
-  constructor(
-    readonly reason: 'lease_taken_over' | 'lease_expired' | 'lock_lost',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'LeaseLostError';
-  }
-}
+export { LeaseLostError } from './lease-lost-error.js';
 
 /**
  * What a claim or a heartbeat returned: the lease's expiry and the time of the same statement,
@@ -22,6 +14,27 @@ export type LeaseGrant = { readonly leaseExpiresAt: Date; readonly at: Date };
 type RedisGet = { get(key: string): Promise<string | null> };
 /** What a job's queue exposes (BullMQ 5: `client`; BullMQ 6: `backend.client`). */
 type LockView = { client?: Promise<RedisGet>; backend?: { client?: Promise<RedisGet> }; toKey(type: string): string };
+
+/** What a {@link LeaseKeeper} keeps, and what it watches besides the ledger. */
+export type LeaseKeeperOptions = {
+  ledger: PostgresLedger;
+  /** The bounded key whose lease is kept. */
+  key: string;
+  /** The epoch the lease was granted under; a renewal under a later one finds the lease taken over. */
+  epoch: number;
+  /** The lease length each renewal asks for. */
+  leaseMs: number;
+  /**
+   * The claim that acquired the lease (`{ leaseExpiresAt, at }`). A bare expiry counts as a fresh
+   * lease of `leaseMs` (what a claim grants); it is never compared with a clock.
+   */
+  granted: LeaseGrant | Date;
+  /** The job whose BullMQ lock is watched, with the worker's `token`. A step's keeper watches none: the operation's does. */
+  job?: Job | undefined;
+  token?: string | undefined;
+  /** A signal the keeper's own signal follows: BullMQ's (job cancelled), or the operation keeper's for a step. */
+  outer?: AbortSignal | undefined;
+};
 
 /** Shortest pause between two renewals, and before a retry. */
 const MIN_TICK_MS = 20;
@@ -72,20 +85,23 @@ export class LeaseKeeper {
   private listening = false;
   private readonly onOuterAbort = () => this.controller?.abort(this.outer?.reason);
 
-  /**
-   * @param granted - the claim that acquired the lease (`{ leaseExpiresAt, at }`). A bare expiry
-   *   counts as a fresh lease of `leaseMs` (what a claim grants); it is never compared with a clock.
-   */
-  constructor(
-    private readonly ledger: PostgresLedger,
-    private readonly key: string,
-    private readonly epoch: number,
-    private readonly leaseMs: number,
-    granted: LeaseGrant | Date,
-    private readonly job: Job | undefined,
-    private readonly token: string | undefined,
-    private readonly outer: AbortSignal | undefined,
-  ) {
+  private readonly ledger: PostgresLedger;
+  private readonly key: string;
+  private readonly epoch: number;
+  private readonly leaseMs: number;
+  private readonly job: Job | undefined;
+  private readonly token: string | undefined;
+  private readonly outer: AbortSignal | undefined;
+
+  constructor(options: LeaseKeeperOptions) {
+    const { leaseMs, granted } = options;
+    this.ledger = options.ledger;
+    this.key = options.key;
+    this.epoch = options.epoch;
+    this.leaseMs = leaseMs;
+    this.job = options.job;
+    this.token = options.token;
+    this.outer = options.outer;
     this.intervalMs = Math.max(MIN_TICK_MS, Math.floor(leaseMs / 3));
     this.marginMs = leaseMarginMs(leaseMs);
     // The claim was sent before this point; the time it took is not known here, so it is not counted.
@@ -236,7 +252,7 @@ export class LeaseKeeper {
   private lose(reason: LeaseLostError['reason'], message: string): void {
     if (this.stopped) return;
     this.stop();
-    this.reason ??= new LeaseLostError(reason, message);
+    this.reason ??= new LeaseLostError({ reason, key: this.key, epoch: this.epoch }, message);
     this.controller?.abort(this.reason);
   }
 }

@@ -72,6 +72,9 @@ export type ProcessorContext<DB = unknown> = {
   audit(event: DecisionInput): Promise<void>;
 };
 
+/** The processor a user writes: the validated input and a context holding the lease. */
+export type IdempotentProcessor<I, R, DB = unknown> = (input: I, ctx: ProcessorContext<DB>) => Promise<R>;
+
 export type WithIdempotencyOptions<DB = unknown> = {
   ledger: PostgresLedger;
   /**

@@ -2,8 +2,8 @@ import type { Job } from 'bullmq';
 import type { z } from 'zod';
 import type { Operation } from '../operation/define-operation.js';
 import type { SealedResult } from '../sealing/sealed-result.js';
-import { AttemptRunner, type IdempotentProcessor } from './attempt.js';
-import type { WithIdempotencyOptions } from './types.js';
+import { AttemptRunner } from './attempt-runner.js';
+import type { IdempotentProcessor, WithIdempotencyOptions } from './types.js';
 
 /**
  * Wraps a processor so each intended operation takes effect at most once, whatever BullMQ

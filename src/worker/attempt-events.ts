@@ -1,0 +1,46 @@
+import type { EventScope } from './attempt-scope.js';
+import type { AuditSink, WrapperEvent, WrapperEventType } from './types.js';
+
+/**
+ * Builds the audit events of one operation's attempts and hands them to the sink. Every ledger
+ * transition an attempt makes or finds is reported here, for the operation and its steps alike.
+ */
+export class AttemptEvents {
+  constructor(
+    private readonly operation: string,
+    private readonly sink: AuditSink | undefined,
+  ) {}
+
+  /**
+   * Reports one event. Returns the sink's promise (durable), which only `ctx.audit()` awaits: the
+   * ledger records the wrapper's own transitions, so their events are never waited for.
+   */
+  emit(
+    scope: EventScope,
+    type: WrapperEventType,
+    decision: WrapperEvent['decision'],
+    extra: Partial<WrapperEvent> = {},
+  ): void | Promise<void> {
+    const sink = this.sink;
+    if (!sink) return;
+    const event: WrapperEvent = {
+      type,
+      operation: this.operation,
+      decision,
+      queue: scope.job.queueName,
+      attemptsMade: scope.facts.attemptsMade,
+      attemptsStarted: scope.facts.attemptsStarted,
+      stalledCounter: scope.facts.stalledCounter,
+      ...extra,
+      // Database time of the transition when the ledger gave one; otherwise the time of emission.
+      at: extra.at ?? new Date(),
+    };
+    // Assigned rather than spread: this runs for every transition of every job.
+    if (scope.k) event.key = scope.k;
+    if (scope.parentK) event.parentKey = scope.parentK;
+    if (scope.stepId) event.stepId = scope.stepId;
+    if (scope.job.id) event.jobId = scope.job.id;
+    if (scope.taskId) event.taskId = scope.taskId;
+    return sink.emit(event);
+  }
+}

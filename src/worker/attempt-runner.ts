@@ -1,0 +1,189 @@
+import type { Job } from 'bullmq';
+import { StaleEpochError } from '../errors/errors.js';
+import { isIdempotencyError } from '../errors/idempotency-error.js';
+import { boundedKey } from '../keys/idempotency-key.js';
+import type { Operation } from '../operation/define-operation.js';
+import { assertRetentionCovers, retryWindowMs } from '../operation/retry-window.js';
+import { asError, recordedError, sealThrown } from '../sealing/sealed-error.js';
+import { AttemptEvents } from './attempt-events.js';
+import { type AttemptScope, factsOf } from './attempt-scope.js';
+import { bullmqSignal, isSealedForBullmq, unrecoverable } from './bullmq-signals.js';
+import { type Acquired, decideClaim } from './claim-decision.js';
+import { type Claimed, claimKey, claimOptions } from './claim-key.js';
+import { type ContextState, newContextState } from './context-state.js';
+import { waitForHolder, waitForLedger } from './delay.js';
+import { isInfraError, LedgerUnreachableError, ledgerBackoff, ledgerUnreachable } from './infra-error.js';
+import { LeaseKeeper } from './lease-keeper.js';
+import { OutcomeRecorder } from './outcome-recorder.js';
+import { causedBy } from './pause.js';
+import { ProcessorContextFactory } from './processor-context.js';
+import { settleProcessorError } from './processor-error.js';
+import { resolveJob } from './resolve-job.js';
+import { type RunnerSettings, resolveSettings } from './runner-settings.js';
+import { StepRunner } from './step-runner.js';
+import type { IdempotentProcessor, WithIdempotencyOptions, WrapperEventType } from './types.js';
+
+/** A job read and keyed: what the claim needs. */
+type Parsed<I> = { scope: AttemptScope; input: I; fingerprint: string };
+
+/**
+ * The per-attempt state machine behind withIdempotency(), one method per phase:
+ * {@link AttemptRunner.parse} (input, key, fingerprint) → {@link AttemptRunner.claim} →
+ * {@link AttemptRunner.dispatch} (run, replay, wait or refuse, the same mapping as a step's) →
+ * {@link AttemptRunner.execute} (the processor under the lease, its outcome recorded by the
+ * {@link OutcomeRecorder}). Talks to the ledger, never writes SQL itself.
+ */
+export class AttemptRunner<I, R, DB> {
+  private readonly s: RunnerSettings<DB>;
+  private readonly events: AttemptEvents;
+  private readonly recorder: OutcomeRecorder;
+  private readonly contexts: ProcessorContextFactory<DB>;
+
+  constructor(
+    op: Operation,
+    private readonly processor: IdempotentProcessor<I, R, DB>,
+    options: WithIdempotencyOptions<DB>,
+  ) {
+    this.s = resolveSettings(op, options);
+    this.events = new AttemptEvents(op.name, options.audit);
+    this.recorder = new OutcomeRecorder(this.s as RunnerSettings<unknown>, this.events);
+    this.contexts = new ProcessorContextFactory(this.s, this.recorder, new StepRunner(this.recorder));
+  }
+
+  /** One attempt of `job`. Whatever BullMQ gets is stored in Redis (failedReason, stacktrace): its text is sealed first. */
+  async run(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<unknown> {
+    try {
+      const parsed = this.parse(job, token);
+      const claimed = await this.claim(parsed);
+      return await this.dispatch(parsed, claimed, signal);
+    } catch (err) {
+      const unreachable = ledgerUnreachable(err);
+      // The ledger could not be asked: the job waits (delayed, no attempt used) and asks again.
+      if (unreachable && token) return waitForLedger(job, token, unreachable, this.s.options.logger);
+      throw this.forBullmq(unreachable?.cause ?? err);
+    }
+  }
+
+  /** Phase 1: the job's input, key and fingerprint. Anything malformed is refused before any side effect. */
+  private parse(job: Job, token: string | undefined): Parsed<I> {
+    const facts = factsOf(job);
+    const { op, keyring } = this.s;
+    try {
+      const resolved = resolveJob(op, job, keyring);
+      const input = resolved.input as I;
+      const scope: AttemptScope = {
+        job,
+        token,
+        key: resolved.key,
+        k: boundedKey(resolved.key),
+        taskId: resolved.taskId,
+        facts,
+      };
+      assertRetentionCovers(
+        op.name,
+        op.retentionMs,
+        retryWindowMs(job.opts ?? {}, this.s.options.worker, op.retryWindow),
+      );
+      return { scope, input, fingerprint: op.fingerprintOf(input, keyring) };
+    } catch (err) {
+      if (!isIdempotencyError(err)) throw err;
+      const type: WrapperEventType = err.code === 'IDEMPOTENCY_MISSING_KEY' ? 'missing_key' : 'invalid_input';
+      this.events.emit({ job, facts }, type, 'deny', { reasonCode: err.code });
+      this.s.options.logger?.warn({ jobId: job.id, code: err.code }, 'job refused before any side effect');
+      throw unrecoverable(err);
+    }
+  }
+
+  /** Phase 2: claims the operation's key. Nothing has run: a ledger it cannot reach makes the job wait. */
+  private async claim(p: Parsed<I>): Promise<Claimed> {
+    const options = claimOptions(this.s as RunnerSettings<unknown>, p.scope, this.s.op.name, p.fingerprint);
+    try {
+      const claimed = await claimKey(this.s as RunnerSettings<unknown>, options, { value: p.input });
+      ledgerBackoff.reset();
+      return claimed;
+    } catch (err) {
+      throw isInfraError(err) ? new LedgerUnreachableError('claim', err) : err;
+    }
+  }
+
+  /** Phase 3: acts on the claim, by the mapping an operation and its steps share ({@link decideClaim}). */
+  private dispatch(p: Parsed<I>, claimed: Claimed, signal: AbortSignal | undefined): Promise<unknown> | unknown {
+    const decision = decideClaim(claimed.claim, p.scope, this.events);
+    switch (decision.kind) {
+      case 'run':
+        return this.execute(p, claimed.fingerprint, decision.claim, signal);
+      case 'replay':
+        return decision.result;
+      case 'wait':
+        return waitForHolder(p.scope, decision.retryAfterMs, this.s.pollMs);
+      case 'refuse':
+        throw unrecoverable(decision.error);
+    }
+  }
+
+  /** Phase 4: runs the processor while holding the lease, then records the outcome under the epoch. */
+  private async execute(p: Parsed<I>, fp: string, claim: Acquired, outer: AbortSignal | undefined): Promise<unknown> {
+    const { scope, input } = p;
+    const epoch = claim.epoch;
+    const keeper = new LeaseKeeper({
+      ledger: this.s.options.ledger,
+      key: scope.k,
+      epoch,
+      leaseMs: this.s.op.leaseMs,
+      granted: claim,
+      job: scope.job,
+      token: scope.token,
+      outer,
+    });
+    try {
+      if (claim.transition === 'takeover' && this.s.op.downstream === 'reconcile') {
+        const settled = await this.recorder.reconcile(scope, input, epoch, keeper.signal);
+        if (settled) return settled.result;
+      }
+      const state = newContextState();
+      const ctx = this.contexts.create({ scope, fingerprint: fp, claim, keeper, state });
+      let value: R;
+      try {
+        value = await this.processor(input, ctx);
+      } catch (err) {
+        return await this.onProcessorError(p, epoch, err, keeper, state);
+      }
+      if (state.recorded) return state.recorded.result;
+      return (await this.recorder.complete(scope, epoch, value, keeper.signal)).result;
+    } finally {
+      keeper.stop();
+    }
+  }
+
+  /** The processor threw: what its context saw decides first, then the error's class. */
+  private async onProcessorError(
+    p: Parsed<I>,
+    epoch: number,
+    err: unknown,
+    keeper: LeaseKeeper,
+    state: ContextState,
+  ): Promise<unknown> {
+    if (state.recorded) return state.recorded.result; // ctx.tx committed; a later error changes nothing recorded
+    if (state.txUnreachable !== undefined && causedBy(err, state.txUnreachable)) {
+      throw new LedgerUnreachableError('ctx.tx', err);
+    }
+    if (state.held && causedBy(err, state.held.error)) {
+      // A step is held by another attempt: let go of the operation and wait, as an operation in
+      // progress elsewhere does. Fenced already (stale): another attempt owns it; waiting is right too.
+      await this.recorder.recordError(p.scope, epoch, state.held.error, 'wait', keeper.signal).catch((e: unknown) => {
+        if (!(e instanceof StaleEpochError)) throw e;
+      });
+      return waitForHolder(state.held.scope, state.held.retryAfterMs, this.s.pollMs);
+    }
+    return settleProcessorError(this.recorder, p.scope, p.input, epoch, err, keeper.signal);
+  }
+
+  /**
+   * An error as BullMQ may store it: BullMQ's control-flow errors and the library's own refusals
+   * as they are; anything else with its code and class in clear and its text sealed.
+   */
+  private forBullmq(err: unknown): unknown {
+    if (bullmqSignal(err) === 'wait' || isSealedForBullmq(err)) return err;
+    return sealThrown(asError(err), recordedError(err, this.s.keyring));
+  }
+}

@@ -1,0 +1,61 @@
+import { IllegalTransitionError } from '../errors/errors.js';
+import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import type { LedgerRecord, LedgerStatus } from '../ledger/types.js';
+import { isInfraError, LedgerUnreachableError, ledgerBackoff } from './infra-error.js';
+import { pause } from './pause.js';
+
+/** How a write that landed although its answer was lost is recognised, and what it returns then. */
+export type Landed<T> = { key: string; epoch: number; status: LedgerStatus; value: (rec: LedgerRecord) => T };
+
+/**
+ * A ledger write made while the attempt holds its lease, asked again with backoff while the
+ * lease holds (`signal` fires when the keeper cannot keep it) and for at most two leases; then a
+ * {@link LedgerUnreachableError}, and the job is deferred. A write that landed although its
+ * answer was lost meets its own state on the retry: `landed` reads it from the record.
+ */
+export async function persist<T>(
+  ledger: PostgresLedger,
+  leaseMs: number,
+  what: string,
+  signal: AbortSignal,
+  write: () => Promise<T>,
+  landed?: Landed<T>,
+): Promise<T> {
+  const deadline = performance.now() + 2 * leaseMs;
+  let failedBefore = false;
+  for (;;) {
+    try {
+      const out = await write();
+      ledgerBackoff.reset();
+      return out;
+    } catch (err) {
+      if (failedBefore && landed && err instanceof IllegalTransitionError) {
+        const rec = await ledger.get(landed.key).catch((e: unknown) => {
+          if (isInfraError(e)) throw new LedgerUnreachableError(what, e);
+          throw e;
+        });
+        if (rec && rec.epoch === landed.epoch && rec.status === landed.status) return landed.value(rec);
+      }
+      if (!isInfraError(err)) throw err;
+      failedBefore = true;
+      const left = deadline - performance.now();
+      if (signal.aborted || left <= 0) throw new LedgerUnreachableError(what, err);
+      await pause(Math.min(left, Math.max(25, leaseMs / 4), ledgerBackoff.next()), signal);
+    }
+  }
+}
+
+/** A completion that landed although its answer was lost: its receipt, read from the record. */
+export function landedCompletion(key: string, epoch: number): Landed<{ at: Date; result: unknown }> {
+  return {
+    key,
+    epoch,
+    status: 'completed',
+    value: (rec) => ({ at: rec.completedAt ?? rec.updatedAt, result: rec.result }),
+  };
+}
+
+/** A fail, release or markUnknown that landed although its answer was lost. */
+export function landedAs(key: string, epoch: number, status: LedgerStatus): Landed<{ at: Date }> {
+  return { key, epoch, status, value: (rec) => ({ at: rec.updatedAt }) };
+}

@@ -1,0 +1,101 @@
+import type { Kysely, Transaction } from 'kysely';
+import { IllegalTransitionError } from '../errors/errors.js';
+import type { AttemptScope } from './attempt-scope.js';
+import type { Acquired } from './claim-decision.js';
+import type { ContextState } from './context-state.js';
+import { isInfraError, ledgerBackoff } from './infra-error.js';
+import type { LeaseKeeper } from './lease-keeper.js';
+import type { OutcomeRecorder } from './outcome-recorder.js';
+import type { RunnerSettings } from './runner-settings.js';
+import type { StepRunner } from './step-runner.js';
+import type { DecisionInput, ProcessorContext } from './types.js';
+
+/** Everything a processor's context is made of for one attempt that holds the lease. */
+export type ContextInput = {
+  scope: AttemptScope;
+  /** The fingerprint the attempt claimed with; its steps' fingerprints derive from it. */
+  fingerprint: string;
+  claim: Acquired;
+  keeper: LeaseKeeper;
+  state: ContextState;
+};
+
+/**
+ * Builds the {@link ProcessorContext} of each attempt: its facts, and the methods (`tx`, `step`,
+ * `audit`) through which a processor reaches the ledger and the audit trail. A new context
+ * method is one property of {@link ProcessorContextFactory.create}; what it learns for the
+ * attempt goes in {@link ContextState}.
+ */
+export class ProcessorContextFactory<DB> {
+  constructor(
+    private readonly s: RunnerSettings<DB>,
+    private readonly recorder: OutcomeRecorder,
+    private readonly steps: StepRunner,
+  ) {}
+
+  create(input: ContextInput): ProcessorContext<DB> {
+    const { scope, keeper, state } = input;
+    const epoch = input.claim.epoch;
+    return {
+      idempotencyKey: scope.k,
+      key: scope.key,
+      epoch,
+      takeover: input.claim.transition === 'takeover',
+      ...scope.facts,
+      taskId: scope.taskId,
+      get signal() {
+        return keeper.signal;
+      },
+      job: scope.job,
+      token: scope.token,
+      tx: (fn) => this.tx(input, fn),
+      step: (name, fn) => this.steps.run(scope, input.fingerprint, name, keeper.signal, fn, state),
+      audit: (d) => this.audit(scope, epoch, state, d),
+    };
+  }
+
+  /** `ctx.tx`: `fn`'s writes and the ledger's completion commit in one transaction, or neither. */
+  private async tx<T>({ scope, claim, state }: ContextInput, fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+    if (state.recorded) {
+      throw new IllegalTransitionError({ key: scope.k, from: 'completed', action: 'open a second ctx.tx' });
+    }
+    const { ledger } = this.s.options;
+    let value!: T;
+    let done: Awaited<ReturnType<typeof ledger.complete>>;
+    try {
+      done = await this.s.db.transaction().execute(async (trx) => {
+        value = await fn(trx);
+        // Fenced like any completion: a stale epoch rolls back fn's writes with it.
+        const sealed = this.recorder.sealValue(scope, value);
+        return ledger.complete(scope.k, claim.epoch, sealed, trx as unknown as Kysely<unknown>);
+      });
+    } catch (err) {
+      // Committed with the completion or not at all: the next attempt finds which.
+      if (isInfraError(err)) state.txUnreachable ??= err;
+      throw err;
+    }
+    ledgerBackoff.reset();
+    state.recorded = done; // only once the transaction has committed
+    this.recorder.events.emit(scope, 'completed', 'allow', { epoch: claim.epoch, at: done.at });
+    return value;
+  }
+
+  /** `ctx.audit`: the sink's own promise (already handled: not awaiting it reports no rejection), or a resolved one. */
+  private audit(scope: AttemptScope, epoch: number, state: ContextState, d: DecisionInput): Promise<void> {
+    return Promise.resolve(
+      this.recorder.events.emit(scope, 'decision', d.decision, {
+        epoch,
+        seq: state.decisions++,
+        ...(d.reasonCode ? { reasonCode: d.reasonCode } : {}),
+        details: {
+          ...d.details,
+          action: d.action,
+          resourceType: d.resourceType,
+          resourceId: d.resourceId,
+          actorType: d.actorType,
+          actorId: d.actorId,
+        },
+      }),
+    );
+  }
+}

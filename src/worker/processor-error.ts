@@ -1,0 +1,52 @@
+import { StaleEpochError, UnknownOutcomeError } from '../errors/errors.js';
+import { recordedError } from '../sealing/sealed-error.js';
+import type { AttemptScope } from './attempt-scope.js';
+import { bullmqSignal, unrecoverable } from './bullmq-signals.js';
+import { classifyError } from './classify.js';
+import { asRecordedFailure } from './error-record.js';
+import { ledgerUnreachable } from './infra-error.js';
+import type { OutcomeRecorder } from './outcome-recorder.js';
+
+/**
+ * What an operation's processor error means ({@link classifyError}), recorded, then handed to
+ * BullMQ: BullMQ's own signals and retryable errors as they are; a terminal error as an
+ * unrecoverable {@link RecordedFailureError} (or the library error it was); an unknown outcome
+ * as an unrecoverable {@link UnknownOutcomeError}. Returns only when the reconcile hook found the
+ * effect committed: its recorded result.
+ */
+export async function settleProcessorError(
+  recorder: OutcomeRecorder,
+  scope: AttemptScope,
+  input: unknown,
+  epoch: number,
+  err: unknown,
+  signal: AbortSignal,
+): Promise<unknown> {
+  // A step that could not reach the ledger (the processor rethrew or wrapped its error): the
+  // job waits and runs again; its steps' records tell the next attempt what ran.
+  const unreachable = ledgerUnreachable(err);
+  if (unreachable) throw unreachable;
+  const cls = classifyError(err, recorder.s.op.downstream);
+  try {
+    if (cls === 'reconcile') {
+      const settled = await recorder.reconcile(scope, input, epoch, signal);
+      if (settled) return settled.result;
+      await recorder.recordError(scope, epoch, err, 'retryable', signal); // not committed: BullMQ retries
+      throw err;
+    }
+    await recorder.recordError(scope, epoch, err, cls, signal);
+  } catch (thrown) {
+    if (thrown instanceof StaleEpochError) {
+      recorder.events.emit(scope, 'stale_completion', 'deny', { epoch, reasonCode: thrown.code });
+      throw err; // fenced: another attempt owns the key; BullMQ retries and replays its outcome
+    }
+    throw thrown;
+  }
+  if (cls === 'wait' || cls === 'retryable') throw err;
+  if (cls === 'terminal') {
+    throw bullmqSignal(err) === 'unrecoverable'
+      ? err
+      : unrecoverable(asRecordedFailure(err, scope.k, recordedError(err, recorder.s.keyring)));
+  }
+  throw unrecoverable(err instanceof UnknownOutcomeError ? err : new UnknownOutcomeError({ key: scope.k, epoch }));
+}
