@@ -1,5 +1,5 @@
+import type { AuditSink, WrapperEvent, WrapperEventType } from '../shared/wrapper-event.js';
 import type { EventScope } from './attempt-scope.js';
-import type { AuditSink, WrapperEvent, WrapperEventType } from './types.js';
 
 /**
  * Builds the audit events of one operation's attempts and hands them to the sink. Every ledger

@@ -5,6 +5,7 @@ import { boundedKey } from '../keys/idempotency-key.js';
 import type { Operation } from '../operation/define-operation.js';
 import { assertRetentionCovers, retryWindowMs } from '../operation/retry-window.js';
 import { asError, recordedError, sealThrown } from '../sealing/sealed-error.js';
+import type { WrapperEventType } from '../shared/wrapper-event.js';
 import { AttemptEvents } from './attempt-events.js';
 import { type AttemptScope, factsOf } from './attempt-scope.js';
 import { bullmqSignal, isSealedForBullmq, unrecoverable } from './bullmq-signals.js';
@@ -21,7 +22,7 @@ import { settleProcessorError } from './processor-error.js';
 import { resolveJob } from './resolve-job.js';
 import { type RunnerSettings, resolveSettings } from './runner-settings.js';
 import { StepRunner } from './step-runner.js';
-import type { IdempotentProcessor, WithIdempotencyOptions, WrapperEventType } from './types.js';
+import type { IdempotentProcessor, WithIdempotencyOptions } from './types.js';
 
 /** A job read and keyed: what the claim needs. */
 type Parsed<I> = { scope: AttemptScope; input: I; fingerprint: string };
