@@ -64,7 +64,6 @@ describe('error codes: one table', () => {
 const NOT_ON_THE_BASE = new Set([
   'RetryableError',
   'TerminalError',
-  'LeaseLostError',
   'LedgerUnreachableError',
   'RedisUrlError',
   'EffectRequestError',
