@@ -15,7 +15,9 @@
  * The rows are prefilled in SQL (generate_series, not through the library): copies of one row the
  * ledger itself claimed and completed, with new random keys (hashes: claims land on random index
  * pages, as real keys do), completed during the last 24 h with a 24 h retention; the oldest
- * SCALE_EXPIRED of them (default 100,000, at most a tenth) already expired, for the sweeper. For
+ * SCALE_EXPIRED of them (default 100,000, at most a tenth) already expired, for the sweeper
+ * (without a record of transitions: the sweeper's check that their audit events are stored is not
+ * part of its rate here). For
  * a fill of more than 100,000 rows the indexes are dropped and rebuilt afterwards (minutes instead
  * of an hour), then VACUUM ANALYZE: rebuilt indexes are packed (fillfactor 90), so bytes per row at
  * the prefilled sizes are a little below a table grown by random inserts; the size-0 figure is of
@@ -121,6 +123,11 @@ function fillExpressions(expiredUpTo: number): Record<string, string> {
     updated_at: 'a.at',
     completed_at: 'a.at',
     expires_at: `a.at + interval '1 day'`,
+    // The template's record of transitions (its bytes) on every live row; none on the expired
+    // ones, which the sweeper then deletes as rows from before transitions were recorded (with a
+    // record it deletes a row only once its events are in audit_events, which this bench does not
+    // write).
+    transitions: `case when g <= ${expiredUpTo} then null else t.transitions end`,
     __age: age,
   };
 }
@@ -253,7 +260,11 @@ async function measure(db: pg.Pool, ledger: PostgresLedger, size: number): Promi
     const seconds = (performance.now() - t0) / 1000;
     pairsDuringSweep = await load;
     // Rows keep expiring while it runs (the oldest of the last 24 h): at least those counted before.
-    if (swept.deleted < expired) throw new Error(`the sweeper deleted ${swept.deleted} of ${expired} expired rows`);
+    // Rows with a record of transitions whose events are not stored stay, counted as pending.
+    const pending = (swept as { pending?: number }).pending ?? 0;
+    if (swept.deleted + pending < expired) {
+      throw new Error(`the sweeper deleted ${swept.deleted} (pending ${pending}) of ${expired} expired rows`);
+    }
     sweepPerSec = swept.deleted / seconds;
     log(`  sweep: ${swept.deleted} rows in ${seconds.toFixed(1)} s, pairs beside it ${Math.round(pairsDuringSweep)}/s`);
   }

@@ -15,6 +15,11 @@ export {
   type OperatorActionResult,
   resolveKey,
 } from './audit/operator-actions.js';
+export {
+  type AuditPartitionOptions,
+  type AuditPartitionResult,
+  maintainAuditPartitions,
+} from './audit/partitions.js';
 export { auditRedactor } from './audit/redact-event.js';
 export { buildTimeline, renderTimeline, type Timeline, type TimelineAttempt, timeline } from './audit/timeline.js';
 export { auditWorkerFailures } from './audit/worker-failures.js';
