@@ -84,6 +84,27 @@ export {
   PostgresLedger,
 } from './ledger/postgres-ledger.js';
 export {
+  createIdempotencyMetrics,
+  DEFAULT_METRICS_PREFIX,
+  IdempotencyMetrics,
+  type IdempotencyMetricsOptions,
+} from './observability/metrics.js';
+export {
+  type AttemptPhase,
+  type ClaimOutcomeLabel,
+  combineObservers,
+  type IdempotencyObserver,
+  type PhaseFacts,
+  type PhaseInfo,
+} from './observability/observer.js';
+export {
+  createIdempotencyTracing,
+  IdempotencyTracing,
+  type IdempotencyTracingOptions,
+  type SpanLike,
+  type TracerLike,
+} from './observability/tracing.js';
+export {
   defineOperation,
   type Operation,
   type OperationDefinition,

@@ -2,6 +2,7 @@ import type { Job } from 'bullmq';
 import type { Kysely, Transaction } from 'kysely';
 import type { IdempotencyKey } from '../keys/idempotency-key.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import type { IdempotencyObserver } from '../observability/observer.js';
 import type { RetryJobOptions, WorkerTiming } from '../operation/retry-window.js';
 import type { Keyring } from '../sealing/keyring.js';
 import type { Logger } from '../shared/logger.js';
@@ -100,4 +101,9 @@ export type WithIdempotencyOptions<DB = unknown> = {
   inProgressPollMs?: number;
   /** Identifies this process in lease records. @defaultValue `hostname:pid` */
   owner?: string;
+  /**
+   * Metrics and spans: `createIdempotencyMetrics()`, `createIdempotencyTracing()`, both with
+   * `combineObservers()`, or your own. It sees claims, phases and events, never input or results.
+   */
+  observer?: IdempotencyObserver;
 };

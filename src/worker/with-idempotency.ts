@@ -1,9 +1,43 @@
 import type { Job } from 'bullmq';
 import type { z } from 'zod';
+import { observedLedger, observedSink } from '../observability/observed.js';
+import { runPhase } from '../observability/observer.js';
 import type { Operation } from '../operation/define-operation.js';
 import type { SealedResult } from '../sealing/sealed-result.js';
 import { AttemptRunner } from './attempt-runner.js';
 import type { IdempotentProcessor, WithIdempotencyOptions } from './types.js';
+
+/** The processor, ledger and audit sink as an observer sees them (unchanged without one). */
+function observed<I, R, DB>(
+  operation: string,
+  processor: IdempotentProcessor<I, R, DB>,
+  options: WithIdempotencyOptions<DB>,
+): [IdempotentProcessor<I, R, DB>, WithIdempotencyOptions<DB>] {
+  const { observer } = options;
+  if (!observer) return [processor, options];
+  const run: IdempotentProcessor<I, R, DB> = (input, ctx) =>
+    runPhase(
+      observer,
+      'run',
+      {
+        operation,
+        key: ctx.idempotencyKey,
+        epoch: ctx.epoch,
+        attemptsMade: ctx.attemptsMade,
+        queue: ctx.job.queueName,
+        ...(ctx.job.id ? { jobId: ctx.job.id } : {}),
+      },
+      () => processor(input, ctx),
+    );
+  return [
+    run,
+    {
+      ...options,
+      ledger: observedLedger(options.ledger, operation, observer),
+      audit: observedSink(options.audit, observer),
+    },
+  ];
+}
 
 /**
  * Wraps a processor so each intended operation takes effect at most once, whatever BullMQ
@@ -25,7 +59,7 @@ export function withIdempotency<S extends z.ZodType, R, P extends string, DB = u
   processor: IdempotentProcessor<z.output<S>, R, DB>,
   options: WithIdempotencyOptions<DB>,
 ): (job: Job, token?: string, signal?: AbortSignal) => Promise<SealedResult<R, P>> {
-  const runner = new AttemptRunner(operation as unknown as Operation, processor, options);
+  const runner = new AttemptRunner(operation as unknown as Operation, ...observed(operation.name, processor, options));
   // Three declared parameters: BullMQ passes the signal only when processor.length >= 3.
   return function idempotentProcessor(job: Job, token?: string, signal?: AbortSignal): Promise<SealedResult<R, P>> {
     return runner.run(job, token, signal) as Promise<SealedResult<R, P>>;
