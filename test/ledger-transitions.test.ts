@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventIdFor } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { eventsForRecord } from '../src/audit/derive.js';
+import { BACKFILL_MARK, buildTimeline, renderTimeline } from '../src/audit/timeline.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
@@ -200,6 +201,18 @@ describe('the record of transitions', () => {
         ['idempotency.takeover', 2],
         ['idempotency.completed', 2],
       ]);
+      // The timeline tells both epochs: the first attempt lost its lease, the second completed;
+      // every line came from the backfill and is marked so.
+      const story = buildTimeline(events, [record as NonNullable<typeof record>]);
+      expect(story.attempts.map((at) => [at.epoch, at.start, at.end])).toEqual([
+        [1, 'claimed', 'lease_lost'],
+        [2, 'takeover', 'completed'],
+      ]);
+      expect(story.takeovers).toBe(1);
+      const text = renderTimeline(story);
+      expect(text.split('\n').filter((l) => l.endsWith(BACKFILL_MARK))).toHaveLength(3);
+      expect(text).toContain(`${BACKFILL_MARK} written by the backfill`);
+      expect(text).toContain('completed (epoch 2)');
     } finally {
       await later.close();
       await pool.end();

@@ -4,6 +4,7 @@ import { TRANSITION_NAMES, TRANSITIONS } from '../ledger/transitions.js';
 import type { LedgerRecord } from '../ledger/types.js';
 import type { AuditEvent } from './audit-event.js';
 import type { AuditStore } from './audit-store.js';
+import { DERIVED_VIA } from './derive.js';
 
 /** One attempt of an operation (or step), as the events tell it. */
 export type TimelineAttempt = {
@@ -76,6 +77,8 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
   const waits: TimelineWait[] = [];
   /** Open waits by job and operation: the job's next event there ends it. */
   const waiting = new Map<string, TimelineWait>();
+  /** The ledger key of each attempt (an attempt's operationId is its parent's for a step). */
+  const attemptKey = new Map<TimelineAttempt, string>();
   let replays = 0;
   let takeovers = 0;
   for (const e of ordered) {
@@ -108,6 +111,7 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
       if (e.jobId) at.jobId = e.jobId;
       if (e.attemptsStarted !== undefined) at.attemptsStarted = e.attemptsStarted;
       attempts.set(id, at);
+      attemptKey.set(at, e.resourceId);
     } else if (type === 'replayed') {
       replays++;
     } else if (type === 'decision') {
@@ -118,6 +122,15 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
     } else if (ENDINGS.has(type)) {
       const at = attempts.get(id);
       if (at && !at.end) at.end = type;
+    }
+    if (SUPERSEDING.has(type) && e.resourceType === 'idempotency_key') {
+      // An earlier epoch's attempt that recorded nothing was fenced: its lease ran out (a
+      // takeover, or the move to unknown), or an operator invalidated the key.
+      for (const at of attempts.values()) {
+        if (!at.end && at.epoch < (e.epoch ?? 0) && attemptKey.get(at) === e.resourceId) {
+          at.end = type === 'invalidated' ? 'invalidated' : 'lease_lost';
+        }
+      }
     }
   }
   return {
@@ -131,6 +144,19 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
   };
 }
 
+/** Events of transitions that fence an earlier epoch's attempt (see TRANSITIONS' `supersedes`). */
+const SUPERSEDING: ReadonlySet<string> = new Set(
+  TRANSITION_NAMES.filter((t) => TRANSITIONS[t].supersedes).map((t) => TRANSITIONS[t].event),
+);
+
+/** Marks, in {@link renderTimeline}, an event the backfill derived from the ledger. */
+export const BACKFILL_MARK = '[backfill]';
+
+/** True for an event the backfill derived from the ledger's record of transitions (not emitted live). */
+export function fromBackfill(e: AuditEvent): boolean {
+  return (e.details as { via?: unknown } | undefined)?.via === DERIVED_VIA;
+}
+
 /** A text rendering for the CLI: one line per event, then the final ledger states. */
 export function renderTimeline(t: Timeline): string {
   const lines = t.events.map((e) => {
@@ -142,8 +168,14 @@ export function renderTimeline(t: Timeline): string {
     ]
       .filter(Boolean)
       .join(', ');
-    return `${e.createdAt}  ${e.action.padEnd(28)} ${e.decision.padEnd(20)} ${e.reasonCode ?? ''}${where ? `  (${where})` : ''}  ${who}`;
+    const mark = fromBackfill(e) ? `  ${BACKFILL_MARK}` : '';
+    return `${e.createdAt}  ${e.action.padEnd(28)} ${e.decision.padEnd(20)} ${e.reasonCode ?? ''}${where ? `  (${where})` : ''}  ${who}${mark}`;
   });
+  if (t.events.some(fromBackfill)) {
+    lines.push(
+      `${BACKFILL_MARK} written by the backfill from the ledger's record of the transition (its live event was not stored)`,
+    );
+  }
   lines.push(
     '',
     `attempts: ${t.attempts.length}, takeovers: ${t.takeovers}, replays: ${t.replays}, waits: ${t.waits.length}`,
