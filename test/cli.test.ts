@@ -353,9 +353,16 @@ describe('bullmq-idempotency CLI', () => {
   it('sweep deletes expired rows (audited); stats counts; backfill --inline and --wait enqueue the derived events', async () => {
     const expired = await completed('sweep:1', 'old', { retentionMs: 1 });
     await new Promise((r) => setTimeout(r, 20));
+    // Its transitions' audit events are not stored yet: the sweep keeps the row.
+    const kept = await cli(['sweep', '--json', '--actor', 'carol']);
+    expect(kept.code, kept.stderr).toBe(0);
+    expect(JSON.parse(kept.stdout)).toMatchObject({ deleted: 0, pending: 1 });
+    const record = await ledger.get(expired);
+    if (!record) throw new Error('the sweep deleted a row whose events were not stored');
+    await new AuditStore(ledger.pool, t.schema).writeBatch(eventsForRecord(record));
     const swept = await cli(['sweep', '--json', '--actor', 'bob']);
     expect(swept.code, swept.stderr).toBe(0);
-    expect(JSON.parse(swept.stdout)).toMatchObject({ deleted: 1, batches: 1 });
+    expect(JSON.parse(swept.stdout)).toMatchObject({ deleted: 1, batches: 1, pending: 0 });
     expect(await ledger.get(expired)).toBeNull();
     expect(await auditRows("action = 'idempotency.swept' and actor_id = 'bob'")).toHaveLength(1);
 

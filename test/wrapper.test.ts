@@ -323,7 +323,9 @@ describe('withIdempotency', () => {
     const d = await q.add('charge', { order: 'declined', amount: 1 }, { attempts: 3 });
     const rd = await settled(q, d.id as string);
     // The code in clear, the processor's message sealed (its length only).
-    expect(rd.failedReason).toBe('IDEMPOTENCY_RECORDED_FAILURE: CARD_DECLINED: sealed message, 13 bytes');
+    expect(rd.failedReason).toMatch(
+      /^IDEMPOTENCY_RECORDED_FAILURE: Operation \S+ failed with CARD_DECLINED: sealed message, 13 bytes$/,
+    );
     expect(rd.job.attemptsMade).toBe(1);
     const d2 = await q.add('charge', { order: 'declined', amount: 1 });
     expect((await settled(q, d2.id as string)).failedReason).toMatch(/^IDEMPOTENCY_RECORDED_FAILURE/);

@@ -74,6 +74,8 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
     else seen.add(id);
   }
   const attempts = new Map<string, TimelineAttempt>();
+  /** Attempts whose end was inferred from a later epoch's fence, not reported by the attempt. */
+  const inferredEnd = new WeakSet<TimelineAttempt>();
   const waits: TimelineWait[] = [];
   /** Open waits by job and operation: the job's next event there ends it. */
   const waiting = new Map<string, TimelineWait>();
@@ -121,7 +123,11 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
       at?.decisions.push(d);
     } else if (ENDINGS.has(type)) {
       const at = attempts.get(id);
-      if (at && !at.end) at.end = type;
+      // The attempt's own ending is kept over one inferred from a later epoch's fence.
+      if (at && (!at.end || inferredEnd.has(at))) {
+        at.end = type;
+        inferredEnd.delete(at);
+      }
     }
     if (SUPERSEDING.has(type) && e.resourceType === 'idempotency_key') {
       // An earlier epoch's attempt that recorded nothing was fenced: its lease ran out (a
@@ -129,6 +135,7 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
       for (const at of attempts.values()) {
         if (!at.end && at.epoch < (e.epoch ?? 0) && attemptKey.get(at) === e.resourceId) {
           at.end = type === 'invalidated' ? 'invalidated' : 'lease_lost';
+          inferredEnd.add(at);
         }
       }
     }

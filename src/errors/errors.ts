@@ -70,7 +70,7 @@ export class RecordedFailureError extends IdempotencyError<typeof ERROR_CODES.re
   constructor(details: RecordedFailureError['details'] & { key: string }) {
     super(
       ERROR_CODES.recordedFailure,
-      `Operation ${details.key} failed before with ${details.error.code}: ${details.error.message}`,
+      `Operation ${details.key} failed with ${details.error.code}: ${details.error.message}`,
       details,
     );
   }
