@@ -5,6 +5,7 @@ import { cleanReason } from '../redaction/clean-reason.js';
 import type { AuditEvent } from './audit-event.js';
 import type { AuditStore } from './audit-store.js';
 import { type EventSource, recordedTransitionEvent } from './derive.js';
+import { isIdentifier } from './identifier-grammar.js';
 
 /** Longest actor id an audit event takes. */
 const MAX_ACTOR_LENGTH = 200;
@@ -49,7 +50,7 @@ export async function invalidateKey(
   options: OperatorActionOptions,
 ): Promise<OperatorActionResult & { previousStatus: LedgerStatus }> {
   const by = operatorFacts(options);
-  const receipt = await ledger.invalidate(key, by);
+  const receipt = await ledger.invalidate(key, keptFacts(by));
   return { ...receipt, ...(await recordEvent(ledger, receipt, 'invalidated', by, options)) };
 }
 
@@ -67,7 +68,7 @@ export async function resolveKey(
   options: OperatorActionOptions,
 ): Promise<OperatorActionResult> {
   const by = operatorFacts(options);
-  const receipt = await ledger.resolve(key, outcome, by);
+  const receipt = await ledger.resolve(key, outcome, keptFacts(by));
   const transition = outcome.committed ? 'resolved_committed' : 'resolved_not_committed';
   return { ...receipt, ...(await recordEvent(ledger, receipt, transition, by, options)) };
 }
@@ -81,6 +82,15 @@ function operatorFacts(options: OperatorActionOptions): { actorId: string; reaso
     ]);
   }
   return { actorId: actor, reason: cleanReason(String(options.reason ?? '')) };
+}
+
+/**
+ * What the ledger's record of the transition keeps in clear: the actor only when it passes the
+ * identifier grammar (any other actor is told only by the audit event, whose store replaces it
+ * by a keyed ref), and the reason as cleaned.
+ */
+function keptFacts(by: { actorId: string; reason: string }): { actorId?: string; reason: string } {
+  return isIdentifier(by.actorId, MAX_ACTOR_LENGTH) ? by : { reason: by.reason };
 }
 
 /** The event of the transition just made, read back from its record; written to `store` when given. */
