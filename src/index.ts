@@ -24,6 +24,34 @@ export { auditRedactor } from './audit/redact-event.js';
 export { buildTimeline, renderTimeline, type Timeline, type TimelineAttempt, timeline } from './audit/timeline.js';
 export { auditWorkerFailures } from './audit/worker-failures.js';
 export { type Config as OperationsConfig, type ConnectionFlags, loadConfig } from './config/env.js';
+export {
+  type AnswerConfirmationOptions,
+  type AnswerResult,
+  answerConfirmation,
+  type ConfirmationsOptions,
+  listConfirmations,
+} from './confirm/answer.js';
+export {
+  ConfirmationAnsweredError,
+  ConfirmationDeniedError,
+  ConfirmationNotFoundError,
+  ConfirmationTimedOutError,
+  ConfirmationTimeoutFailure,
+} from './confirm/errors.js';
+export {
+  type ConfirmationHttpHandler,
+  type ConfirmationHttpOptions,
+  confirmationHttpHandler,
+  MIN_CONFIRMATION_TOKEN_LENGTH,
+} from './confirm/http-handler.js';
+export type { TimelineConfirmation } from './confirm/timeline-entries.js';
+export type {
+  Confirmation,
+  ConfirmationDecision,
+  ConfirmationStatus,
+  ConfirmationWaiter,
+  ConfirmRequest,
+} from './confirm/types.js';
 export { DEFAULT_SCHEMA, type PostgresOptions } from './db/connection.js';
 export { MIGRATION_LOCK_TABLE, MIGRATION_TABLE, type MigrateOptions, migrate } from './db/migrate.js';
 export type { PoolLogger } from './db/pool-errors.js';

@@ -1,5 +1,9 @@
 import type { Kysely, Transaction } from 'kysely';
+import { awaitConfirmation } from '../confirm/await-confirmation.js';
+import { ConfirmationStore } from '../confirm/confirmation-store.js';
+import type { ConfirmationDecision, ConfirmRequest } from '../confirm/types.js';
 import { IllegalTransitionError } from '../errors/errors.js';
+import { retryWindowMs } from '../operation/retry-window.js';
 import type { AttemptScope } from './attempt-scope.js';
 import type { Acquired } from './claim-decision.js';
 import type { ContextState } from './context-state.js';
@@ -27,6 +31,8 @@ export type ContextInput = {
  * attempt goes in {@link ContextState}.
  */
 export class ProcessorContextFactory<DB> {
+  private confirmations: ConfirmationStore | undefined;
+
   constructor(
     private readonly s: RunnerSettings<DB>,
     private readonly recorder: OutcomeRecorder,
@@ -51,6 +57,7 @@ export class ProcessorContextFactory<DB> {
       tx: (fn) => this.tx(input, fn),
       step: (name, fn) => this.steps.run(scope, input.fingerprint, name, keeper.signal, fn, state),
       audit: (d) => this.audit(scope, epoch, state, d),
+      confirm: (request) => this.confirm(scope, epoch, request),
     };
   }
 
@@ -78,6 +85,34 @@ export class ProcessorContextFactory<DB> {
     state.recorded = done; // only once the transaction has committed
     this.recorder.events.emit(scope, 'completed', 'allow', { epoch: claim.epoch, at: done.at });
     return value;
+  }
+
+  /** `ctx.confirm`: the answer, or the request recorded and the job parked (see awaitConfirmation). */
+  private confirm(scope: AttemptScope, epoch: number, request: ConfirmRequest): Promise<ConfirmationDecision> {
+    const { op, options } = this.s;
+    this.confirmations ??= new ConfirmationStore(options.ledger.pool, options.ledger.schema);
+    return awaitConfirmation(
+      {
+        store: this.confirmations,
+        keyring: this.s.keyring,
+        emit: (kind, c) =>
+          this.recorder.events.emit(scope, 'confirmation', kind === 'requested' ? 'pending_confirmation' : 'allow', {
+            epoch,
+            confirmation: { kind, request: c },
+          }),
+        ...(options.logger ? { logger: options.logger } : {}),
+      },
+      {
+        op,
+        operationKey: scope.k,
+        epoch,
+        job: scope.job,
+        token: scope.token,
+        taskId: scope.taskId,
+        retryWindowMs: retryWindowMs(scope.job.opts ?? {}, options.worker, op.retryWindow),
+      },
+      request,
+    );
   }
 
   /** `ctx.audit`: the sink's own promise (already handled: not awaiting it reports no rejection), or a resolved one. */

@@ -1,5 +1,6 @@
 import type { Job } from 'bullmq';
 import type { Kysely, Transaction } from 'kysely';
+import type { ConfirmationDecision, ConfirmRequest } from '../confirm/types.js';
 import type { IdempotencyKey } from '../keys/idempotency-key.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import type { IdempotencyObserver } from '../observability/observer.js';
@@ -71,6 +72,22 @@ export type ProcessorContext<DB = unknown> = {
    * await ctx.audit({ action: 'tool.delete_bucket', decision: 'deny', reasonCode: 'POLICY_PROTECTED' });
    */
   audit(event: DecisionInput): Promise<void>;
+  /**
+   * Asks a person before a side effect that needs a yes. The first call records the request in
+   * Postgres (once per operation key and `name`: every retry, redelivery and worker meets the same
+   * one), tells it to the audit trail (`pending_confirmation`), gives the lease back without
+   * recording anything and parks the job as a delayed job (no attempt used) until the answer
+   * wakes it or `recheckEvery` passes. Code before it runs again when the job resumes: put side
+   * effects there in {@link ProcessorContext.step}, which replays them. Once answered it returns
+   * the answer, the same on every later attempt; an unanswered request times out on the database
+   * clock (`onTimeout: 'deny'` returns a denial, `'fail'` fails the operation with
+   * `IDEMPOTENCY_CONFIRMATION_TIMED_OUT`). Let the `DelayedError` it throws while waiting propagate.
+   *
+   * @example
+   * const answer = await ctx.confirm({ name: 'large-payment', reason: `charge ${input.amount} cents`, timeout: '24h', onTimeout: 'deny' });
+   * if (!answer.approved) throw new ConfirmationDeniedError(answer);
+   */
+  confirm(request: ConfirmRequest): Promise<ConfirmationDecision>;
 };
 
 /** The processor a user writes: the validated input and a context holding the lease. */

@@ -1,0 +1,139 @@
+import { DelayedError, type Job } from 'bullmq';
+import { IdempotencyConfigError, InvalidInputError } from '../errors/errors.js';
+import { ERROR_CODES } from '../errors/idempotency-error.js';
+import { RetryableError } from '../errors/processor-errors.js';
+import type { Operation } from '../operation/define-operation.js';
+import { toMs } from '../operation/duration.js';
+import { assertRetentionCovers } from '../operation/retry-window.js';
+import { cleanReason } from '../redaction/clean-reason.js';
+import type { Keyring } from '../sealing/keyring.js';
+import type { Logger } from '../shared/logger.js';
+import { unrecoverable } from '../worker/bullmq-signals.js';
+import type { ConfirmationStore } from './confirmation-store.js';
+import { ConfirmationTimeoutFailure } from './errors.js';
+import { type ConfirmationEventKind, decisionOf } from './events.js';
+import type { Confirmation, ConfirmationDecision, ConfirmRequest } from './types.js';
+
+/** How long a parked job sleeps at most before it looks at its request again. */
+export const DEFAULT_RECHECK_MS = 60_000;
+const NAME = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$/;
+
+/** What `ctx.confirm()` needs from the attempt that calls it. */
+export type ConfirmAttempt = {
+  op: Operation;
+  /** The operation's bounded key. */
+  operationKey: string;
+  epoch: number;
+  job: Job;
+  token: string | undefined;
+  taskId: string | undefined;
+  /** The job's retry window without confirmations, to check a timeout the operation does not bound. */
+  retryWindowMs: number;
+};
+
+export type ConfirmDeps = {
+  store: ConfirmationStore;
+  keyring: Keyring;
+  /** Sends a confirmation's audit event through the wrapper's sink; resolves when it is durable. */
+  emit(kind: ConfirmationEventKind, c: Confirmation): void | Promise<void>;
+  logger?: Logger;
+};
+
+/**
+ * `ctx.confirm()`: the answer when there is one; otherwise the request is recorded (once per
+ * operation key and name), its `pending_confirmation` event made durable, the job parked as a
+ * delayed job (no attempt used) until the answer wakes it or its re-check is due, and BullMQ's
+ * `DelayedError` thrown: the wrapper then releases the lease without recording anything.
+ */
+export async function awaitConfirmation(
+  deps: ConfirmDeps,
+  a: ConfirmAttempt,
+  req: ConfirmRequest,
+): Promise<ConfirmationDecision> {
+  const checked = checkRequest(a, req);
+  let c: Confirmation = await deps.store.request({
+    operationKey: a.operationKey,
+    name: req.name,
+    operation: a.op.name,
+    reason: checked.reason,
+    ...(req.details === undefined ? {} : { details: deps.keyring.seal(req.details, 'value') }),
+    onTimeout: req.onTimeout,
+    timeoutMs: checked.timeoutMs,
+    ...(a.taskId ? { taskId: a.taskId } : {}),
+    ...(a.job.id ? { jobId: a.job.id } : {}),
+    queue: a.job.queueName,
+    epoch: a.epoch,
+  });
+  if (c.overdue) c = (await deps.store.timeout(c.id, ERROR_CODES.confirmationTimedOut)) ?? (await deps.store.get(c.id));
+  if (c.status !== 'pending') return settled(deps, c);
+
+  if (a.job.id) await deps.store.addWaiter(c.id, { queue: a.job.queueName, jobId: a.job.id });
+  try {
+    await deps.emit('requested', c);
+  } catch (err) {
+    // The request is in Postgres either way; its event is told again at the next re-check.
+    deps.logger?.warn({ confirmation: c.id, code: (err as { code?: unknown }).code }, 'confirmation event not durable');
+  }
+  if (!a.token) {
+    throw new RetryableError(`waiting for confirmation ${c.id}`, { publicMessage: `waiting for confirmation ${c.id}` });
+  }
+  // Wake at the re-check or just after the timeout, both measured on the database clock.
+  const leftMs = Math.max(0, c.expiresAt.getTime() - c.readAt.getTime());
+  const waitMs = Math.min(checked.recheckMs, leftMs + 50) + Math.floor(Math.random() * 25);
+  await a.job.moveToDelayed(Date.now() + waitMs, a.token);
+  // An answer given while the job was on its way to the delayed set found nothing to promote.
+  const now = await deps.store.get(c.id).catch(() => c);
+  if (now.status !== 'pending') await a.job.promote().catch(() => {});
+  deps.logger?.debug({ confirmation: c.id, jobId: a.job.id, waitMs }, 'waiting for confirmation');
+  throw new DelayedError();
+}
+
+/** The decision of a settled request (telling its event again: the trail keeps one row), or the timeout's failure. */
+function settled(deps: ConfirmDeps, c: Confirmation): ConfirmationDecision {
+  try {
+    void Promise.resolve(deps.emit(c.status === 'timed_out' ? 'timedOut' : 'answered', c)).catch(() => {});
+  } catch {
+    // told by whoever settled it; the trail has it, or the answer path logged why not
+  }
+  const decision = decisionOf(c);
+  if (decision) return decision;
+  throw new ConfirmationTimeoutFailure(c.id, c.expiresAt);
+}
+
+function checkRequest(
+  a: ConfirmAttempt,
+  req: ConfirmRequest,
+): { reason: string; timeoutMs: number; recheckMs: number } {
+  const issues: { path: string; message: string; code: string }[] = [];
+  if (typeof req?.name !== 'string' || !NAME.test(req.name)) {
+    issues.push({ path: 'name', message: 'letters, digits, ., _ or -, at most 100', code: 'invalid_name' });
+  }
+  if (typeof req?.reason !== 'string' || req.reason.trim() === '') {
+    issues.push({ path: 'reason', message: 'a non-empty string', code: 'invalid_reason' });
+  }
+  if (req?.onTimeout !== 'deny' && req?.onTimeout !== 'fail') {
+    issues.push({ path: 'onTimeout', message: "'deny' or 'fail'", code: 'invalid_enum_value' });
+  }
+  if (req?.details !== undefined && (typeof req.details !== 'object' || req.details === null)) {
+    issues.push({ path: 'details', message: 'an object', code: 'invalid_type' });
+  }
+  if (issues.length > 0) throw unrecoverable(new InvalidInputError('confirmation request', issues));
+  let timeoutMs: number;
+  let recheckMs: number;
+  try {
+    timeoutMs = toMs(req.timeout, 'timeout');
+    recheckMs = req.recheckEvery === undefined ? DEFAULT_RECHECK_MS : toMs(req.recheckEvery, 'recheckEvery');
+    const max = a.op.maxConfirmationTimeoutMs;
+    if (max !== undefined && timeoutMs > max) {
+      throw new IdempotencyConfigError(
+        `Operation ${a.op.name}: confirmation ${req.name} asks for a timeout of ${timeoutMs} ms, above the operation's maxConfirmationTimeout of ${max} ms`,
+        { option: 'maxConfirmationTimeout', timeoutMs, maxConfirmationTimeoutMs: max },
+      );
+    }
+    // Without a declared bound, this timeout must fit in retention on top of the job's retry path.
+    if (max === undefined) assertRetentionCovers(a.op.name, a.op.retentionMs, a.retryWindowMs + timeoutMs);
+  } catch (err) {
+    throw err instanceof IdempotencyConfigError ? unrecoverable(err) : err;
+  }
+  return { reason: cleanReason(req.reason), timeoutMs, recheckMs };
+}
