@@ -38,7 +38,11 @@ const keyOf = (resourceKey: string): IdempotencyKey => ({
   version: 'v1',
 });
 
-async function completed(resourceKey: string, result: unknown, extra: { taskId?: string; retentionMs?: number } = {}) {
+async function completed(
+  resourceKey: string,
+  result: unknown,
+  extra: { taskId?: string; retentionMs?: number; owner?: string } = {},
+) {
   const key = keyOf(resourceKey);
   const c = await ledger.claim({
     key,
@@ -50,6 +54,7 @@ async function completed(resourceKey: string, result: unknown, extra: { taskId?:
     jobId: jobIdFor(key),
     queue: 'assets',
     ...(extra.taskId ? { taskId: extra.taskId } : {}),
+    ...(extra.owner ? { owner: extra.owner } : {}),
   });
   if (c.kind !== 'acquired') throw new Error(`seed ${resourceKey}: ${c.kind}`);
   await ledger.complete(key, c.epoch, result);
@@ -180,7 +185,7 @@ describe.concurrent('bullmq-idempotency CLI: help', () => {
 
 describe('bullmq-idempotency CLI', () => {
   it('inspect shows a record (human, --json, --job); an unknown key exits 5', async () => {
-    const key = await completed('inspect:1', { assetId: 'a1' }, { taskId: 'task-inspect' });
+    const key = await completed('inspect:1', { assetId: 'a1' }, { taskId: 'task-inspect', owner: 'worker-7' });
     const jobs = b.queue('assets');
     await jobs.add(
       'assets.create',
@@ -200,6 +205,8 @@ describe('bullmq-idempotency CLI', () => {
     expect(human.stdout).toMatch(/^status:\s+completed \(epoch 1, last transition completed\)$/m);
     expect(human.stdout).toMatch(/^result:\s+\{"assetId":"a1"\}$/m);
     expect(human.stdout).toMatch(/^task:\s+task-inspect$/m);
+    // The worker that claimed it, though the lease (and its owner column) ended with the completion.
+    expect(human.stdout).toMatch(/^claimed:\s+.+ by worker-7 \(claimed\)$/m);
 
     expect(json.code, json.stderr).toBe(0);
     expect(JSON.parse(json.stdout)).toMatchObject({

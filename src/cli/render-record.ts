@@ -26,6 +26,15 @@ export function openedText(value: unknown): string {
   return isPlainJson(value) ? JSON.stringify(value) : inspect(value, { depth: 8, breakLength: Infinity });
 }
 
+/**
+ * The worker that claimed the current epoch: the owner its claim recorded in the row's
+ * transitions (the lease owner is cleared when the lease ends), else the live lease's owner.
+ */
+function claimOwner(r: LedgerRecord): string | null {
+  const claim = r.transitions?.findLast((t) => t.epoch === r.epoch && t.transition === r.claimTransition);
+  return claim?.owner ?? r.leaseOwner;
+}
+
 /** The human form of `inspect`; sealed values are shown as sealed unless `opened` holds them. */
 export function renderRecord(r: LedgerRecord, opened: OpenedValues = {}, now = Date.now()): string {
   const rows: [string, string][] = [
@@ -54,7 +63,7 @@ export function renderRecord(r: LedgerRecord, opened: OpenedValues = {}, now = D
   if (r.stepId) rows.push(['step', r.stepId]);
   rows.push(
     ['created', formatTime(r.createdAt, now)],
-    ['claimed', `${formatTime(r.claimedAt, now)} by ${r.claimTransition}`],
+    ['claimed', `${formatTime(r.claimedAt, now)} by ${claimOwner(r) ?? '(owner not recorded)'} (${r.claimTransition})`],
     ['updated', formatTime(r.updatedAt, now)],
   );
   if (r.completedAt) rows.push(['completed', formatTime(r.completedAt, now)]);
