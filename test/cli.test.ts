@@ -5,12 +5,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditEvent } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
+import { AUDIT_JOB_NAME } from '../src/audit/batch-codec.js';
 import { eventsForRecord } from '../src/audit/derive.js';
 import { auditEventFromWrapper } from '../src/audit/from-wrapper.js';
 import { boundedKey, type IdempotencyKey, jobIdFor, type PostgresLedger } from '../src/index.js';
 import { createBackfillWorker } from '../src/jobs/audit-backfill.js';
 import { ENVELOPE_FIELD } from '../src/operation/envelope.js';
 import { type SealedResult, unseal } from '../src/sealing/sealed-result.js';
+import { sampleAuditEvent } from './helpers/audit-sample.js';
 import { bull } from './helpers/bullmq.js';
 import { unknownRecord } from './helpers/cli-records.js';
 import { TestContext } from './helpers/context.js';
@@ -421,5 +423,44 @@ describe('bullmq-idempotency CLI', () => {
     const counts = await auditQueue.getJobCounts('waiting', 'prioritized');
     expect((counts.waiting ?? 0) + (counts.prioritized ?? 0)).toBeGreaterThan(0);
     await auditQueue.close();
+  });
+
+  it('stats reports the audit lag as the age of the oldest event not yet written (outbox, then the audit queue)', async () => {
+    const event = sampleAuditEvent('cli-stats', 'parked');
+    await t.query(
+      `insert into ${t.schema}.audit_outbox (events, reason, created_at) values ($1, 'ECONNREFUSED', now() - interval '10 minutes')`,
+      [JSON.stringify([event])],
+    );
+    const auditQueue = b.queue('audit');
+    const stuck = await auditQueue.add(AUDIT_JOB_NAME, { events: [event] }, { delay: 3_600_000 });
+    const client = await auditQueue.backend.client;
+    await client.hset(auditQueue.toKey(stuck.id as string), { timestamp: Date.now() - 20 * 60_000 });
+    try {
+      // Events were written a moment ago by the tests above: the time since the newest would be short.
+      const [withQueue, outboxOnly, human] = await Promise.all([
+        cli(['stats', '--json']),
+        cli(['stats', '--json'], { REDIS_URL: undefined }),
+        cli(['stats']),
+      ]);
+
+      expect(withQueue.code, withQueue.stderr).toBe(0);
+      const q = JSON.parse(withQueue.stdout);
+      expect(q.audit.lagMs).toBeGreaterThanOrEqual(20 * 60_000);
+      expect(q.audit.lagMs).toBeLessThan(25 * 60_000);
+      expect(q.audit.queue.delayed).toBe(1);
+      expect(q.audit.outbox).toMatchObject({ batches: 1, events: 1 });
+      expect(outboxOnly.code, outboxOnly.stderr).toBe(0);
+      const o = JSON.parse(outboxOnly.stdout);
+      expect(o.audit.lagMs).toBeGreaterThanOrEqual(10 * 60_000);
+      expect(o.audit.lagMs).toBeLessThan(15 * 60_000);
+      expect(o.audit.queue).toBeNull();
+      expect(human.code, human.stderr).toBe(0);
+      expect(human.stdout).toMatch(/^ {2}lag {11}2\dm.*: the oldest event not yet written was made /m);
+      expect(human.stdout).toMatch(/^ {2}audit queue {3}\d+ waiting, 1 delayed, 0 active, 0 failed$/m);
+    } finally {
+      await stuck.remove();
+      await auditQueue.close();
+      await t.query(`delete from ${t.schema}.audit_outbox`);
+    }
   });
 });

@@ -66,6 +66,8 @@ export const LEDGER_STATUSES: readonly LedgerStatus[] = [
 
 /** The figures an operator watches in the ledger, all read from Postgres on its clock. */
 export type LedgerStats = {
+  /** The database's clock when the figures were read: ages are measured from it. */
+  at: Date;
   total: number;
   byStatus: Record<LedgerStatus, number>;
   /** The locked row claimed longest ago. */
@@ -77,25 +79,39 @@ export type LedgerStats = {
   oldestUnknownAt: Date | null;
 };
 
-/** Counts by status, the oldest lease, expired leases and the oldest unknown row. */
+/**
+ * Counts by status, the oldest lease, expired leases and the oldest unknown row: one scan of the
+ * ledger for the counts (no index covers status, on purpose: see migration 0001) and one for the
+ * oldest locked row. `stats` and the operations process's `/metrics` both read these.
+ */
 export async function ledgerStats(pool: pg.Pool, schema: string): Promise<LedgerStats> {
   const t = ledgerTable(schema);
-  const [byStatus, lease, unknown] = await Promise.all([
-    pool.query(`select status, count(*)::int8 as n from ${t} group by status`),
+  const [groups, lease] = await Promise.all([
     pool.query(
-      `select key, lease_owner, claimed_at, lease_expires_at,
-         (select count(*)::int8 from ${t} where status = 'locked' and lease_expires_at <= now()) as expired
-       from ${t} where status = 'locked' order by claimed_at limit 1`,
+      `select status, count(*)::int8 as n, count(*) filter (where lease_expires_at <= now())::int8 as expired,
+         min(updated_at) as oldest_update
+       from ${t} group by status`,
     ),
-    pool.query(`select min(updated_at) as oldest from ${t} where status = 'unknown'`),
+    pool.query(
+      `select now() as now, o.* from (select 1) one left join lateral (
+         select key, lease_owner, claimed_at, lease_expires_at from ${t}
+         where status = 'locked' order by claimed_at limit 1) o on true`,
+    ),
   ]);
   const counts = Object.fromEntries(LEDGER_STATUSES.map((st) => [st, 0])) as Record<LedgerStatus, number>;
-  for (const r of byStatus.rows) counts[r.status as LedgerStatus] = Number(r.n);
+  let expiredLeases = 0;
+  let oldestUnknownAt: Date | null = null;
+  for (const r of groups.rows) {
+    counts[r.status as LedgerStatus] = Number(r.n);
+    if (r.status === 'locked') expiredLeases = Number(r.expired);
+    if (r.status === 'unknown') oldestUnknownAt = (r.oldest_update as Date | null) ?? null;
+  }
   const l = lease.rows[0];
   return {
+    at: (l?.now as Date | undefined) ?? new Date(),
     total: Object.values(counts).reduce((x, y) => x + y, 0),
     byStatus: counts,
-    oldestLease: l
+    oldestLease: l?.key
       ? {
           key: l.key,
           owner: l.lease_owner ?? null,
@@ -103,8 +119,8 @@ export async function ledgerStats(pool: pg.Pool, schema: string): Promise<Ledger
           leaseExpiresAt: l.lease_expires_at ?? null,
         }
       : null,
-    expiredLeases: Number(l?.expired ?? 0),
+    expiredLeases,
     unknown: counts.unknown,
-    oldestUnknownAt: (unknown.rows[0]?.oldest as Date | null) ?? null,
+    oldestUnknownAt,
   };
 }

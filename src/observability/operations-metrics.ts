@@ -1,19 +1,18 @@
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
 import { Counter, Gauge, Registry } from 'prom-client';
+import { type AuditQueueCounts, auditBacklog } from '../audit/audit-backlog.js';
+import { deadLetterStats } from '../audit/dead-letters.js';
 import { untilAborted } from '../config/abort.js';
+import { LEDGER_STATUSES, ledgerStats } from '../ledger/scans.js';
+import type { LedgerStatus } from '../ledger/types.js';
 import { DEFAULT_METRICS_PREFIX } from './metrics.js';
 
 /** Figures read from Postgres and Redis are reused for this long (one ledger scan per period). */
 export const DEFAULT_SNAPSHOT_MAX_AGE_MS = 10_000;
 
-/** Delayed and failed audit batches looked at for the oldest one (the waiting list is ordered). */
-const SCANNED_BATCHES = 1_000;
-
 /** Longest a scrape waits for the figures before it answers with what it has. */
 const SNAPSHOT_TIMEOUT_MS = 5_000;
-
-const STATUSES = ['locked', 'completed', 'failed', 'unknown', 'released', 'invalidated'] as const;
 
 export type OperationsMetricsOptions = {
   pool: pg.Pool;
@@ -28,14 +27,14 @@ export type OperationsMetricsOptions = {
 };
 
 type Snapshot = {
-  byStatus: Record<string, number>;
+  byStatus: Record<LedgerStatus, number>;
   oldestLeaseSeconds: number;
   expiredLeases: number;
   outboxBatches: number;
   outboxEvents: number;
   deadLetters: number;
   auditLagSeconds: number;
-  auditQueue: Record<'waiting' | 'delayed' | 'active' | 'failed', number>;
+  auditQueue: AuditQueueCounts;
 };
 
 /**
@@ -85,12 +84,12 @@ export class OperationsMetrics {
       'ledger_records',
       'Ledger rows by status',
       (g, s) => {
-        for (const status of STATUSES) g.set({ status }, s.byStatus[status] ?? 0);
+        for (const status of LEDGER_STATUSES) g.set({ status }, s.byStatus[status]);
       },
       ['status'],
     );
     gauge('unknown_records', 'Operations whose outcome is unknown, waiting for an operator', (g, s) =>
-      g.set(s.byStatus.unknown ?? 0),
+      g.set(s.byStatus.unknown),
     );
     gauge('oldest_lease_seconds', 'Age of the oldest locked claim', (g, s) => g.set(s.oldestLeaseSeconds));
     gauge('expired_leases', 'Locked rows whose lease has run out', (g, s) => g.set(s.expiredLeases));
@@ -159,83 +158,22 @@ export class OperationsMetrics {
   }
 
   private async take(): Promise<Snapshot> {
-    const { pool, schema: s, auditQueue } = this.options;
-    const [ledger, outbox, dead, pending] = await Promise.all([
-      pool.query(
-        // One scan: the locked group's oldest claim and expired leases are read from its row.
-        `select status, count(*)::int8 as n, extract(epoch from now() - min(claimed_at))::float8 as oldest,
-           count(*) filter (where lease_expires_at <= now())::int8 as expired
-         from ${s}.idempotency_ledger group by status`,
-      ),
-      pool.query(
-        `select count(*)::int8 as batches, coalesce(sum(jsonb_array_length(events)), 0)::int8 as events,
-           extract(epoch from now() - min(created_at))::float8 as oldest from ${s}.audit_outbox`,
-      ),
-      pool.query(`select count(*)::int8 as n from ${s}.audit_dead_letter`),
-      pendingBatches(auditQueue),
+    const { pool, schema, auditQueue } = this.options;
+    const [ledger, backlog, dead] = await Promise.all([
+      ledgerStats(pool, schema),
+      auditBacklog(pool, schema, auditQueue),
+      deadLetterStats(pool, schema),
     ]);
-    const byStatus: Record<string, number> = {};
-    let oldestLeaseSeconds = 0;
-    let expiredLeases = 0;
-    for (const r of ledger.rows) {
-      byStatus[r.status] = Number(r.n);
-      if (r.status === 'locked') {
-        oldestLeaseSeconds = Number(r.oldest ?? 0);
-        expiredLeases = Number(r.expired);
-      }
-    }
-    const o = outbox.rows[0];
-    const outboxAge = Number(o?.oldest ?? 0);
-    const queueAge = pending.oldestTimestamp === undefined ? 0 : (Date.now() - pending.oldestTimestamp) / 1000;
+    const lease = ledger.oldestLease;
     return {
-      byStatus,
-      oldestLeaseSeconds,
-      expiredLeases,
-      outboxBatches: Number(o?.batches ?? 0),
-      outboxEvents: Number(o?.events ?? 0),
-      deadLetters: Number(dead.rows[0]?.n ?? 0),
-      auditLagSeconds: Math.max(0, outboxAge, queueAge),
-      auditQueue: pending.counts,
+      byStatus: ledger.byStatus,
+      oldestLeaseSeconds: lease ? Math.max(0, ledger.at.getTime() - lease.claimedAt.getTime()) / 1000 : 0,
+      expiredLeases: ledger.expiredLeases,
+      outboxBatches: backlog.outbox.batches,
+      outboxEvents: backlog.outbox.events,
+      deadLetters: dead.count,
+      auditLagSeconds: backlog.lagMs / 1000,
+      auditQueue: backlog.queue ?? { waiting: 0, delayed: 0, active: 0, failed: 0 },
     };
   }
-}
-
-/**
- * The audit queue's batches not yet written, by state, and the creation time of the oldest:
- * the waiting list's tail (the next to run), every active batch, and the first
- * {@link SCANNED_BATCHES} delayed and failed ones (a batch delayed by an outage is not
- * necessarily first in its set), read as one field per job.
- */
-async function pendingBatches(queue: Queue): Promise<{
-  counts: Record<'waiting' | 'delayed' | 'active' | 'failed', number>;
-  oldestTimestamp: number | undefined;
-}> {
-  const client = await queue.backend.client;
-  const [counts, waitTail, active, delayed, failed] = await Promise.all([
-    queue.getJobCounts('waiting', 'delayed', 'active', 'failed'),
-    client.lrange(queue.toKey('wait'), -1, -1),
-    client.lrange(queue.toKey('active'), 0, -1),
-    client.zrange(queue.toKey('delayed'), 0, SCANNED_BATCHES - 1),
-    client.zrange(queue.toKey('failed'), 0, SCANNED_BATCHES - 1),
-  ]);
-  const ids = [...waitTail, ...active, ...delayed, ...failed];
-  let oldestTimestamp: number | undefined;
-  if (ids.length > 0) {
-    const stamps = await Promise.all(ids.map((id) => client.hget(queue.toKey(id), 'timestamp')));
-    for (const t of stamps) {
-      const n = Number(t);
-      if (t !== null && Number.isFinite(n) && (oldestTimestamp === undefined || n < oldestTimestamp)) {
-        oldestTimestamp = n;
-      }
-    }
-  }
-  return {
-    counts: {
-      waiting: counts.waiting ?? 0,
-      delayed: counts.delayed ?? 0,
-      active: counts.active ?? 0,
-      failed: counts.failed ?? 0,
-    },
-    oldestTimestamp,
-  };
 }

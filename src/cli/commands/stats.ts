@@ -1,4 +1,5 @@
-import { type OutboxStats, outboxStats } from '../../audit/outbox.js';
+import { type AuditBacklog, auditBacklog } from '../../audit/audit-backlog.js';
+import { type DeadLetterStats, deadLetterStats } from '../../audit/dead-letters.js';
 import { ConfirmationStore } from '../../confirm/confirmation-store.js';
 import { LEDGER_STATUSES, type LedgerStats, ledgerStats } from '../../ledger/scans.js';
 import type { CliContext } from '../context.js';
@@ -10,40 +11,31 @@ export type Stats = {
   ledger: LedgerStats;
   /** Confirmation requests waiting for an answer (`confirmations list --pending`). */
   confirmations: { pending: number; oldestPendingAt: Date | null };
-  audit: {
-    newestEventAt: Date | null;
-    /** now − created_at of the newest audit event; null when there is none. */
-    lagMs: number | null;
-    outbox: OutboxStats;
-    deadLetters: { count: number; newestAt: Date | null };
-  };
+  /**
+   * The audit backlog (`lagMs`: the age of the oldest event not yet written, as `/metrics` has
+   * it); the audit queue is read when REDIS_URL is set, else `queue` is null and only the outbox
+   * counts.
+   */
+  audit: AuditBacklog & { deadLetters: DeadLetterStats };
 };
 
-/** Reads the figures an operator watches; every figure comes from Postgres (no Redis needed). */
+/** Reads the figures an operator watches: Postgres, and the audit queue in Redis when REDIS_URL is set. */
 export async function collectStats(ctx: CliContext): Promise<Stats> {
   const pool = await ctx.pool();
   const s = ctx.schema;
-  const [ledger, confirmations, audit, outbox, dead] = await Promise.all([
+  const auditQueue = ctx.config.redisUrl ? await ctx.queue(ctx.config.auditQueue) : undefined;
+  const [ledger, confirmations, backlog, deadLetters] = await Promise.all([
     ledgerStats(pool, s),
     new ConfirmationStore(pool, s).pending(),
-    pool.query(`select max(created_at) as newest, now() as now from ${s}.audit_events`),
-    outboxStats(pool, s),
-    pool.query(`select count(*)::int8 as n, max(created_at) as newest from ${s}.audit_dead_letter`),
+    auditBacklog(pool, s, auditQueue),
+    deadLetterStats(pool, s),
   ]);
-  const a = audit.rows[0];
-  const newest = (a?.newest as Date | null) ?? null;
-  const now = (a?.now as Date | undefined) ?? new Date();
   return {
     schema: s,
-    at: now,
+    at: ledger.at,
     ledger,
     confirmations: { pending: confirmations.count, oldestPendingAt: confirmations.oldestAt },
-    audit: {
-      newestEventAt: newest,
-      lagMs: newest ? Math.max(0, now.getTime() - newest.getTime()) : null,
-      outbox,
-      deadLetters: { count: Number(dead.rows[0]?.n ?? 0), newestAt: (dead.rows[0]?.newest as Date | null) ?? null },
-    },
+    audit: { ...backlog, deadLetters },
   };
 }
 
@@ -76,7 +68,16 @@ export function renderStats(st: Stats): string {
   const A = st.audit;
   lines.push(
     'audit',
-    `  newest event  ${A.newestEventAt ? `${A.newestEventAt.toISOString()} (lag ${formatDuration(A.lagMs ?? 0)})` : '- (no events)'}`,
+    `  lag           ${
+      A.oldestPendingAt
+        ? `${formatDuration(A.lagMs)}: the oldest event not yet written was made ${A.oldestPendingAt.toISOString()}`
+        : '0 (every event is written)'
+    }`,
+    `  audit queue   ${
+      A.queue
+        ? `${A.queue.waiting} waiting, ${A.queue.delayed} delayed, ${A.queue.active} active, ${A.queue.failed} failed`
+        : 'not read (REDIS_URL unset: the lag counts the outbox only)'
+    }`,
     `  outbox        ${A.outbox.batches} batch${A.outbox.batches === 1 ? '' : 'es'} (${A.outbox.events} events)${
       A.outbox.oldestAt ? `, oldest ${ago(A.outbox.oldestAt, now)}; drained by backfill` : ''
     }`,
