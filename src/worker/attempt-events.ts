@@ -1,3 +1,5 @@
+import { TRANSITIONS, type TransitionSpec } from '../ledger/transitions.js';
+import type { Transition } from '../ledger/types.js';
 import type { AuditSink, WrapperEvent, WrapperEventType } from '../shared/wrapper-event.js';
 import type { EventScope } from './attempt-scope.js';
 
@@ -10,6 +12,17 @@ export class AttemptEvents {
     private readonly operation: string,
     private readonly sink: AuditSink | undefined,
   ) {}
+
+  /**
+   * Reports the event of a ledger transition the attempt made or found: its type, decision and
+   * default reason code are the transition table's (`TRANSITIONS`), the ones the backfill derives
+   * from the ledger's record of it, so the live event and the derived one are the same event.
+   */
+  transition(scope: EventScope, name: Transition, extra: Partial<WrapperEvent> = {}): void {
+    const spec: TransitionSpec = TRANSITIONS[name];
+    const reasonCode = extra.reasonCode ?? spec.reasonCode;
+    void this.emit(scope, spec.event, spec.decision, reasonCode ? { ...extra, reasonCode } : extra);
+  }
 
   /**
    * Reports one event. Returns the sink's promise (durable), which only `ctx.audit()` awaits: the

@@ -20,14 +20,16 @@ export type ClaimDecision =
   | { kind: 'wait'; retryAfterMs: number }
   | { kind: 'refuse'; error: IdempotencyError };
 
-/** Maps a claim's outcome to what the attempt does next, and reports the transition it found. */
+/**
+ * Maps a claim's outcome to what the attempt does next, and reports the transition it made or
+ * found by the transition table (the claim that acquired, a takeover that found the holder's
+ * lease expired with no idempotent downstream, a recorded failure or unknown outcome), or the
+ * refusal or replay it met (no transition: replayed, conflict, in progress).
+ */
 export function decideClaim(claim: ClaimOutcome, scope: AttemptScope, events: AttemptEvents): ClaimDecision {
   switch (claim.kind) {
     case 'acquired':
-      events.emit(scope, claim.transition === 'takeover' ? 'takeover' : 'claimed', 'allow', {
-        epoch: claim.epoch,
-        at: claim.at,
-      });
+      events.transition(scope, claim.transition, { epoch: claim.epoch, at: claim.at });
       return { kind: 'run', claim };
     case 'completed':
       events.emit(scope, 'replayed', 'allow', { epoch: claim.epoch, at: claim.at });
@@ -45,11 +47,12 @@ export function decideClaim(claim: ClaimOutcome, scope: AttemptScope, events: At
       });
       return { kind: 'wait', retryAfterMs: claim.retryAfterMs };
     case 'failed':
-      events.emit(scope, 'failed', 'deny', { reasonCode: claim.error.code, epoch: claim.epoch, at: claim.at });
+      events.transition(scope, 'failed', { reasonCode: claim.error.code, epoch: claim.epoch, at: claim.at });
       return { kind: 'refuse', error: new RecordedFailureError({ key: scope.k, error: claim.error }) };
     case 'unknown':
-      events.emit(scope, 'unknown', 'pending_confirmation', {
-        reasonCode: claim.error?.code ?? 'IDEMPOTENCY_UNKNOWN_OUTCOME',
+      // This claim moved the expired lease to unknown, or found the key unknown already.
+      events.transition(scope, claim.transitioned ? 'takeover_unknown' : 'marked_unknown', {
+        ...(claim.error?.code ? { reasonCode: claim.error.code } : {}),
         epoch: claim.epoch,
         at: claim.at,
       });

@@ -47,7 +47,7 @@ export class OutcomeRecorder {
     try {
       const sealed = this.sealValue(scope, value);
       const done = await this.write(scope, 'complete', signal, epoch, sealed);
-      this.events.emit(scope, 'completed', 'allow', { epoch, at: done.at });
+      this.events.transition(scope, 'completed', { epoch, at: done.at });
       return done;
     } catch (err) {
       if (err instanceof StaleEpochError) {
@@ -91,7 +91,7 @@ export class OutcomeRecorder {
             () => ledger.fail(scope.k, epoch, error, mode),
             landedAs(scope.k, epoch, mode === 'terminal' ? 'failed' : 'released'),
           );
-    this.events.emit(scope, cls === 'terminal' ? 'failed' : 'released', cls === 'terminal' ? 'deny' : 'allow', {
+    this.events.transition(scope, cls === 'terminal' ? 'failed' : cls === 'wait' ? 'released' : 'failed_retryable', {
       epoch,
       at,
       reasonCode: error.code,
@@ -106,7 +106,7 @@ export class OutcomeRecorder {
       () => this.s.options.ledger.markUnknown(scope.k, epoch, error),
       landedAs(scope.k, epoch, 'unknown'),
     );
-    this.events.emit(scope, 'unknown', 'pending_confirmation', { epoch, at, reasonCode: error.code });
+    this.events.transition(scope, 'marked_unknown', { epoch, at, reasonCode: error.code });
   }
 
   /**

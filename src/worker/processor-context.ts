@@ -83,7 +83,7 @@ export class ProcessorContextFactory<DB> {
     }
     ledgerBackoff.reset();
     state.recorded = done; // only once the transaction has committed
-    this.recorder.events.emit(scope, 'completed', 'allow', { epoch: claim.epoch, at: done.at });
+    this.recorder.events.transition(scope, 'completed', { epoch: claim.epoch, at: done.at });
     return value;
   }
 
