@@ -57,9 +57,8 @@ export function chargeOperation(downstream: 'idempotent' | 'none') {
 
 /** Nothing was committed: BullMQ retries with the same key. Its code is what the audit trail shows. */
 export class DownstreamUnavailableError extends RetryableError {
-  readonly code = 'DOWNSTREAM_UNAVAILABLE';
   constructor(status: number) {
-    super(`downstream answered ${status}`);
+    super(`downstream answered ${status}`, { code: 'DOWNSTREAM_UNAVAILABLE' });
   }
 }
 

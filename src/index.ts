@@ -76,7 +76,13 @@ export {
   type IdempotencyErrorCode,
   isIdempotencyError,
 } from './errors/idempotency-error.js';
-export { type ProcessorErrorOptions, RetryableError, TerminalError } from './errors/processor-errors.js';
+export {
+  DEFAULT_RETRYABLE_CODE,
+  type ProcessorErrorOptions,
+  RetryableError,
+  type RetryableErrorOptions,
+  TerminalError,
+} from './errors/processor-errors.js';
 export { canonicalJson } from './fingerprint/canonical-json.js';
 export { fingerprint } from './fingerprint/fingerprint.js';
 export { keyedFingerprint } from './fingerprint/keyed-fingerprint.js';

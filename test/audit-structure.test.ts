@@ -8,6 +8,7 @@ import { AuditEmitter } from '../src/audit/emitter.js';
 import { auditEventFromWrapper } from '../src/audit/from-wrapper.js';
 import { isIdentifier } from '../src/audit/identifier-grammar.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
+import { RetryableError } from '../src/errors/processor-errors.js';
 import { boundedKey, canonicalKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { jobIdFor } from '../src/producer/enqueue.js';
@@ -19,9 +20,11 @@ import { OMITTED_KEY } from '../src/redaction/policy-schema.js';
 import { redact } from '../src/redaction/redact.js';
 import { redactDetails } from '../src/redaction/redact-details.js';
 import { identifierRef, verifyRef } from '../src/redaction/refs.js';
+import { recordedError } from '../src/sealing/sealed-error.js';
 import type { WrapperEvent } from '../src/worker/types.js';
 import { bull } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
+import { testKeyring } from './helpers/keyring.js';
 
 const t = new TestContext('audit-structure');
 const b = bull(t);
@@ -254,6 +257,34 @@ describe('clear-text fields follow their grammar', () => {
     }
     for (const id of Object.values(ORDINARY).flat()) {
       if (!id.includes('%') && !id.startsWith('ledger:')) expect(isIdentifier(id, 255), id).toBe(true);
+    }
+  });
+});
+
+describe("the codes of a processor's errors", () => {
+  it('a RetryableError without a code of its own is released with a clean code, told in clear (no ref)', () => {
+    const key = boundedKey({ namespace: 'acme/pay', resourceKey: 'order:7', version: 'v1' });
+    const cases: [RetryableError, string][] = [
+      [new RetryableError('upstream timeout'), 'RETRYABLE'],
+      [new RetryableError('rate limited', { code: 'UPSTREAM_RATE_LIMITED' }), 'UPSTREAM_RATE_LIMITED'],
+    ];
+    for (const [err, code] of cases) {
+      const recorded = recordedError(err, testKeyring);
+      expect(recorded.code).toBe(code);
+      const wrapper: WrapperEvent = {
+        type: 'released',
+        operation: 'pay',
+        key,
+        epoch: 1,
+        decision: 'allow',
+        reasonCode: recorded.code,
+        attemptsMade: 0,
+        attemptsStarted: 1,
+        stalledCounter: 0,
+      };
+      const out = redactEvent(auditEventFromWrapper(wrapper, 'worker:1'));
+      expect(out.reasonCode).toBe(code);
+      expect(out.redaction).toBeUndefined();
     }
   });
 });

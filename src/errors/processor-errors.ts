@@ -14,13 +14,29 @@ export type ProcessorErrorOptions = {
   publicMessage?: string;
 };
 
+/** The code a {@link RetryableError} records when the application gives none. */
+export const DEFAULT_RETRYABLE_CODE = 'RETRYABLE';
+
+/** Options of {@link RetryableError}. */
+export type RetryableErrorOptions = ProcessorErrorOptions & {
+  /**
+   * Stable code recorded in the ledger and told by the `released` audit event (an `UPPER_SNAKE`
+   * code stays in clear there). @defaultValue {@link DEFAULT_RETRYABLE_CODE}
+   */
+  code?: string;
+};
+
 /** Nothing was committed and trying again may succeed: the key is released and BullMQ retries with it. */
 export class RetryableError extends Error {
+  /** Stable code recorded in the ledger and told by the audit trail. */
+  readonly code: string;
   /** Text shown in clear instead of the sealed message, when the application gave one. */
   readonly publicMessage: string | undefined;
-  constructor(message: string, options?: ProcessorErrorOptions) {
+  constructor(message: string, options?: RetryableErrorOptions) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'RetryableError';
+    // Without it the class name would be the code, which an audit reason code's grammar refuses.
+    this.code = options?.code ?? DEFAULT_RETRYABLE_CODE;
     this.publicMessage = options?.publicMessage;
   }
 }
