@@ -1,4 +1,5 @@
 import { nameComponents } from './name-components.js';
+import { wordSet } from './word-set.js';
 
 /** How strongly a name says that its value is a secret. */
 export type SecretNameKind = 'strong' | 'weak';
@@ -7,170 +8,39 @@ export type SecretNameKind = 'strong' | 'weak';
  * Words that make any value under them a secret (`password: correct horse`). Matched as whole
  * words of the name, and, for the long ones, anywhere in a word (`userpassword`, `dbpasswd`).
  */
-const STRONG_WORDS = new Set([
-  'password',
-  'passwords',
-  'passwd',
-  'passphrase',
-  'pass',
-  'pwd',
-  'pw',
-  'secret',
-  'secrets',
-  'credential',
-  'credentials',
-  'creds',
-  'cred',
-  'authorization',
-  'cookie',
-  'cookies',
-  'signature',
-  'sig',
-  'passwort',
-  'kennwort',
-  'contrasena',
-  'senha',
-  'wachtwoord',
-  'motdepasse',
-]);
+const STRONG_WORDS = wordSet(`
+  password passwords passwd passphrase pass pwd pw secret secrets credential credentials creds cred
+  authorization cookie cookies signature sig passwort kennwort contrasena senha wachtwoord motdepasse
+`);
 const STRONG_INFIXES = ['password', 'passwd', 'passphrase', 'credential', 'authorization', 'secretkey', 'privatekey'];
 
 /**
  * Words whose value is a secret when it also looks like one (`token: 8f3k…`, but not
  * `auth: required`). As field names they are secrets outright: a field holds one value.
  */
-const WEAK_WORDS = new Set([
-  'token',
-  'apikey',
-  'accesskey',
-  'auth',
-  'authtoken',
-  'bearer',
-  'jwt',
-  'session',
-  'sessionid',
-  'sid',
-  'otp',
-  'totp',
-  'csrf',
-  'xsrf',
-  'nonce',
-  'salt',
-  'pin',
-  'cvv',
-  'cvc',
-  'privatekey',
-  'secretkey',
-]);
+const WEAK_WORDS = wordSet(`
+  token apikey accesskey auth authtoken bearer jwt session sessionid sid otp totp csrf xsrf nonce salt
+  pin cvv cvc privatekey secretkey
+`);
 const WEAK_INFIXES = ['apikey', 'accesskey', 'accesstoken', 'refreshtoken', 'authtoken', 'sessionid', 'sessiontoken'];
 
 /** `<qualifier> key` is a key in the cryptographic sense; `key` alone (a cache or operation key) is not. */
-const KEY_QUALIFIERS = new Set([
-  'api',
-  'access',
-  'secret',
-  'private',
-  'signing',
-  'encryption',
-  'master',
-  'ssh',
-  'hmac',
-  'license',
-  'client',
-  'app',
-  'webhook',
-  'auth',
-  'account',
-  'storage',
-  'subscription',
-  'service',
-  'aes',
-  'rsa',
-  'gpg',
-  'pgp',
-  'decryption',
-  'shared',
-  'session',
-]);
+const KEY_QUALIFIERS = wordSet(`
+  api access secret private signing encryption master ssh hmac license client app webhook auth account
+  storage subscription service aes rsa gpg pgp decryption shared session
+`);
 
 /**
  * A last word that makes the name describe the secret rather than hold it: `token_type`,
  * `passwordLength`, `secretName`, `cookiePolicy`, `apiKeyId`.
  */
-const METADATA_WORDS = new Set([
-  'name',
-  'names',
-  'type',
-  'types',
-  'kind',
-  'count',
-  'counts',
-  'length',
-  'len',
-  'size',
-  'ttl',
-  'expiry',
-  'expires',
-  'expired',
-  'expiration',
-  'at',
-  'in',
-  'version',
-  'ref',
-  'refs',
-  'arn',
-  'id',
-  'ids',
-  'url',
-  'uri',
-  'path',
-  'file',
-  'policy',
-  'policies',
-  'usage',
-  'hint',
-  'limit',
-  'max',
-  'min',
-  'required',
-  'less',
-  'mode',
-  'method',
-  'provider',
-  'scheme',
-  'status',
-  'state',
-  'error',
-  'errors',
-  'reason',
-  'level',
-  'scope',
-  'scopes',
-  'format',
-  'source',
-  'header',
-  'prefix',
-  'enabled',
-  'disabled',
-  'changed',
-  'reset',
-  'rotated',
-  'strength',
-  'rules',
-  'pattern',
-  'regex',
-  'age',
-  'valid',
-  'invalid',
-  'missing',
-  'present',
-  'location',
-  'index',
-  'label',
-  'description',
-  'endpoint',
-  'consent',
-]);
+const METADATA_WORDS = wordSet(`
+  name names type types kind count counts length len size ttl expiry expires expired expiration at in
+  version ref refs arn id ids url uri path file policy policies usage hint limit max min required less
+  mode method provider scheme status state error errors reason level scope scopes format source header
+  prefix enabled disabled changed reset rotated strength rules pattern regex age valid invalid missing
+  present location index label description endpoint consent
+`);
 
 /**
  * Whether a field or parameter name says that its value is a secret, judged word by word (see
