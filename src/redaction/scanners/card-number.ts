@@ -1,3 +1,4 @@
+import { replaceSpans } from './replace-matches.js';
 import type { Scanner } from './scanner.js';
 
 /**
@@ -151,24 +152,17 @@ export const cardScanner: Scanner = {
   minRun: 13,
   minAlnum: 0,
   scan(text, sink) {
-    const re = CARD;
-    re.lastIndex = 0;
-    let out = '';
-    let last = 0;
-    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    return replaceSpans(CARD, text, (m) => {
       const candidate = m[0];
       const { compact, groups } = groupsOf(candidate);
       const found = findCard(candidate, compact, groups);
       if (found) {
         const [start, end, to] = found;
-        out += text.slice(last, m.index + start) + cardMarker(compact.slice(to - 4, to));
-        last = m.index + end;
-        re.lastIndex = last;
         sink.hit('card');
-      } else if (runContinues(text, m.index + candidate.length)) {
-        re.lastIndex = m.index + resumeAt(groups, candidate.length);
+        const replacement = cardMarker(compact.slice(to - 4, to));
+        return { start: m.index + start, end: m.index + end, replacement, resume: m.index + end };
       }
-    }
-    return last === 0 ? text : out + text.slice(last);
+      return runContinues(text, m.index + candidate.length) ? m.index + resumeAt(groups, candidate.length) : undefined;
+    });
   },
 };

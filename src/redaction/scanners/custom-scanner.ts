@@ -1,3 +1,4 @@
+import { replaceSpans } from './replace-matches.js';
 import { type HitSink, marker, type Scanner } from './scanner.js';
 
 /**
@@ -16,22 +17,14 @@ export type CustomScannerInput = { id: string; pattern: RegExp } | { id: string;
 function patternScanner(id: string, pattern: RegExp): Scanner['scan'] {
   const re = new RegExp(pattern.source, pattern.flags.includes('g') ? pattern.flags : `${pattern.flags}g`);
   const replacement = marker(id);
-  return (text, sink) => {
-    re.lastIndex = 0;
-    let out = '';
-    let last = 0;
-    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-      if (m[0].length === 0) {
-        re.lastIndex++;
-        continue;
-      }
-      if (m[0] === replacement) continue;
-      out += text.slice(last, m.index) + replacement;
-      last = m.index + m[0].length;
+  return (text, sink) =>
+    replaceSpans(re, text, (m) => {
+      const end = m.index + m[0].length;
+      if (end === m.index) return end + 1;
+      if (m[0] === replacement) return undefined;
       sink.hit(id);
-    }
-    return last === 0 ? text : out + text.slice(last);
-  };
+      return { start: m.index, end, replacement, resume: end };
+    });
 }
 
 function functionScanner(id: string, scan: (text: string) => string): Scanner['scan'] {

@@ -1,5 +1,6 @@
 import { secretNameKind } from '../secret-words.js';
 import { pairValue } from './pair-value.js';
+import { replaceSpans } from './replace-matches.js';
 import { type HitSink, marker } from './scanner.js';
 
 /**
@@ -58,28 +59,19 @@ export function mayHoldSecretHeader(text: string): boolean {
 
 /** Credentials in HTTP headers written out in logs, curl commands, dumps and JSON. */
 export function scanSecretHeaders(text: string, sink: HitSink): string {
-  {
-    const re = HEADER;
-    re.lastIndex = 0;
-    let out = '';
-    let last = 0;
-    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-      const name = m[2]!;
-      if (name.charCodeAt(0) === 120 || name.charCodeAt(0) === 88) {
-        if (secretNameKind(name) === undefined) continue;
-      }
-      const from = m.index + m[0].length;
-      const c = text.charCodeAt(from);
-      const quoted = c === 34 || c === 39 || (c === 92 && text.charCodeAt(from + 1) === 34);
-      const value = quoted ? pairValue(text, from, true) : { start: from, end: headerEnd(text, from) };
-      const raw = text.slice(value.start, value.end).trim();
-      if (raw.length === 0 || raw.startsWith('[redacted:')) continue;
-      const rule = ruleFor(raw);
-      sink.hit(rule);
-      out += text.slice(last, value.start) + marker(rule);
-      last = value.end;
-      re.lastIndex = Math.max(value.end, from);
+  return replaceSpans(HEADER, text, (m) => {
+    const name = m[2]!;
+    if (name.charCodeAt(0) === 120 || name.charCodeAt(0) === 88) {
+      if (secretNameKind(name) === undefined) return undefined;
     }
-    return last === 0 ? text : out + text.slice(last);
-  }
+    const from = m.index + m[0].length;
+    const c = text.charCodeAt(from);
+    const quoted = c === 34 || c === 39 || (c === 92 && text.charCodeAt(from + 1) === 34);
+    const value = quoted ? pairValue(text, from, true) : { start: from, end: headerEnd(text, from) };
+    const raw = text.slice(value.start, value.end).trim();
+    if (raw.length === 0 || raw.startsWith('[redacted:')) return undefined;
+    const rule = ruleFor(raw);
+    sink.hit(rule);
+    return { start: value.start, end: value.end, replacement: marker(rule), resume: Math.max(value.end, from) };
+  });
 }

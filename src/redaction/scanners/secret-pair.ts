@@ -2,6 +2,7 @@ import { secretNameKind } from '../secret-words.js';
 import { shannonEntropy } from './checksums.js';
 import { pairValue } from './pair-value.js';
 import { randomValue } from './randomness.js';
+import { replaceSpans } from './replace-matches.js';
 import { marker, type Scanner } from './scanner.js';
 import { F_ASSIGN } from './text-features.js';
 
@@ -97,28 +98,21 @@ export const secretPairScanner: Scanner = {
   minRun: 0,
   minAlnum: 0,
   scan(text, sink) {
-    const re = NAME;
-    re.lastIndex = 0;
-    let out = '';
-    let last = 0;
-    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    return replaceSpans(NAME, text, (m) => {
       const rawName = m[2]!;
       const name = rawName.length > MAX_NAME ? rawName.slice(-MAX_NAME) : rawName;
-      if (!HINT.test(name)) continue;
+      if (!HINT.test(name)) return undefined;
       const kind = secretNameKind(name);
-      if (kind === undefined) continue;
+      if (kind === undefined) return undefined;
       const from = m.index + m[0].length;
       // `password: correct horse battery staple` (YAML, prose) may hold spaces; `password=x rejected`
       // (a log line's key=value) holds one word, unless the name says it is a phrase.
       const phrase = kind === 'strong' && (m[0].includes(':') || /phrase/i.test(name));
       const value = pairValue(text, from, kind === 'strong', phrase);
       const rule = classify(kind, name, text.slice(value.start, value.end));
-      if (rule === undefined) continue;
+      if (rule === undefined) return undefined;
       sink.hit(rule);
-      out += text.slice(last, value.start) + marker(rule);
-      last = value.end;
-      re.lastIndex = Math.max(value.end, from);
-    }
-    return last === 0 ? text : out + text.slice(last);
+      return { start: value.start, end: value.end, replacement: marker(rule), resume: Math.max(value.end, from) };
+    });
   },
 };
