@@ -118,28 +118,18 @@ export function dutchBsn(d: string): boolean {
   return sum !== 0 && sum % 11 === 0;
 }
 
+/** Verhoeff's multiplication table (the dihedral group D5), one row a string. */
 const VERHOEFF_D = [
-  [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
-  [1, 2, 3, 4, 0, 6, 7, 8, 9, 5],
-  [2, 3, 4, 0, 1, 7, 8, 9, 5, 6],
-  [3, 4, 0, 1, 2, 8, 9, 5, 6, 7],
-  [4, 0, 1, 2, 3, 9, 5, 6, 7, 8],
-  [5, 9, 8, 7, 6, 0, 4, 3, 2, 1],
-  [6, 5, 9, 8, 7, 1, 0, 4, 3, 2],
-  [7, 6, 5, 9, 8, 2, 1, 0, 4, 3],
-  [8, 7, 6, 5, 9, 3, 2, 1, 0, 4],
-  [9, 8, 7, 6, 5, 4, 3, 2, 1, 0],
-];
-const VERHOEFF_P = [
-  [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
-  [1, 5, 7, 6, 2, 8, 3, 0, 9, 4],
-  [5, 8, 0, 3, 7, 9, 6, 1, 4, 2],
-  [8, 9, 1, 6, 0, 4, 3, 5, 2, 7],
-  [9, 4, 5, 3, 1, 2, 6, 8, 7, 0],
-  [4, 2, 8, 6, 5, 7, 3, 9, 0, 1],
-  [2, 7, 9, 3, 8, 0, 6, 4, 1, 5],
-  [7, 0, 4, 6, 9, 1, 3, 2, 5, 8],
-];
+  '0123456789 1234067895 2340178956 3401289567 4012395678',
+  '5987604321 6598710432 7659821043 8765932104 9876543210',
+]
+  .join(' ')
+  .split(' ')
+  .map((row) => [...row].map(Number));
+
+/** Verhoeff's position table: row i is the permutation 1576283094 applied i times. */
+const VERHOEFF_P = [[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]];
+for (let i = 1; i < 8; i++) VERHOEFF_P.push(VERHOEFF_P[i - 1]!.map((x) => [1, 5, 7, 6, 2, 8, 3, 0, 9, 4][x]!));
 
 /** Verhoeff check over a digit string (the last digit is the check digit). */
 export function verhoeff(d: string): boolean {
