@@ -17,15 +17,6 @@
  * - **Audit event**: a redacted record of a transition or a tool decision, for reconstruction.
  */
 export type { IdempotencyKey } from './keys/idempotency-key.js';
-export type {
-  ClaimOptions,
-  ClaimOutcome,
-  Downstream,
-  KeyLike,
-  LedgerRecord,
-  LedgerStatus,
-  RecordedError,
-  ResolveOutcome,
-  Transition,
-  WriteReceipt,
-} from './ledger/types.js';
+// The ledger's vocabulary is public as a whole: every type src/ledger/types.ts exports is part
+// of the API (it holds nothing internal).
+export type * from './ledger/types.js';

@@ -2,6 +2,8 @@ import type { IdempotencyKey } from '../keys/idempotency-key.js';
 import type { RecordedTransition } from './recorded-transition.js';
 import type { AcquiringTransition } from './transitions.js';
 
+// Public as a whole (src/types.ts re-exports the module): keep internal types elsewhere.
+
 /**
  * Status of a ledger record. The seed's `locked | completed | failed`, plus `unknown` (the
  * outcome of an attempt is ambiguous and needs reconciliation) and two claimable states that
