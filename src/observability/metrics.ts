@@ -13,6 +13,15 @@ function shared<M extends Metric>(registry: Registry, name: string, make: () => 
   return (registry.getSingleMetric(name) as M | undefined) ?? make();
 }
 
+/** A counter of that name on `registry`: the one already there, else a new one. */
+function counter<L extends string>(registry: Registry, name: string, labelNames: L[], help: string): Counter<L> {
+  return shared(registry, name, () => new Counter({ name, help, labelNames, registers: [registry] }));
+}
+
+const CLAIMS_HELP = 'Claims of operation keys, by how the ledger answered (replayed, conflict, in_progress: waits…)';
+const EVENTS_HELP = 'Ledger transitions and decisions reported by the wrapper, by type';
+const UNKNOWN_HELP = 'Attempts that met or left an operation whose outcome is unknown (an operator resolves it)';
+
 export type IdempotencyMetricsOptions = {
   /** Where the metrics are registered. @defaultValue a new `Registry` */
   registry?: Registry;
@@ -49,42 +58,12 @@ export class IdempotencyMetrics implements IdempotencyObserver {
   constructor(options: IdempotencyMetricsOptions = {}) {
     this.registry = options.registry ?? new Registry();
     const p = options.prefix ?? DEFAULT_METRICS_PREFIX;
-    const registers = [this.registry];
-    this.claims = shared(
-      this.registry,
-      `${p}claims_total`,
-      () =>
-        new Counter({
-          name: `${p}claims_total`,
-          help: 'Claims of operation keys, by how the ledger answered (replayed, conflict, in_progress: waits…)',
-          labelNames: ['operation', 'outcome'],
-          registers,
-        }),
-    );
-    this.events = shared(
-      this.registry,
-      `${p}events_total`,
-      () =>
-        new Counter({
-          name: `${p}events_total`,
-          help: 'Ledger transitions and decisions reported by the wrapper, by type',
-          labelNames: ['operation', 'type'],
-          registers,
-        }),
-    );
-    this.unknown = shared(
-      this.registry,
-      `${p}unknown_total`,
-      () =>
-        new Counter({
-          name: `${p}unknown_total`,
-          help: 'Attempts that met or left an operation whose outcome is unknown (an operator resolves it)',
-          labelNames: ['operation'],
-          registers,
-        }),
-    );
+    const r = this.registry;
+    this.claims = counter(r, `${p}claims_total`, ['operation', 'outcome'], CLAIMS_HELP);
+    this.events = counter(r, `${p}events_total`, ['operation', 'type'], EVENTS_HELP);
+    this.unknown = counter(r, `${p}unknown_total`, ['operation'], UNKNOWN_HELP);
     this.durations = shared(
-      this.registry,
+      r,
       `${p}phase_duration_seconds`,
       () =>
         new Histogram({
@@ -92,7 +71,7 @@ export class IdempotencyMetrics implements IdempotencyObserver {
           help: 'Duration of the phases of an attempt: claim, run (the processor), complete, replay',
           labelNames: ['operation', 'phase', 'result'],
           buckets: PHASE_BUCKETS,
-          registers,
+          registers: [r],
         }),
     );
   }
