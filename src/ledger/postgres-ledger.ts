@@ -4,6 +4,7 @@ import { transitionEventIds } from '../audit/derive.js';
 import { checkSchema, DEFAULT_SCHEMA, kyselyFor, openPool, type PostgresOptions } from '../db/connection.js';
 import { poolErrorCount } from '../db/pool-errors.js';
 import { DEFAULT_PREPARED_STATEMENTS, runStatement } from '../db/prepared-statements.js';
+import { nullable, type Row } from '../db/row.js';
 import { statementName } from '../db/statement-name.js';
 import { storableText } from '../db/storable.js';
 import {
@@ -89,8 +90,6 @@ const MAX_CLAIM_ROUNDS = 8;
 
 /** A kysely transaction (or instance) in which a completion should commit. */
 export type LedgerExecutor = Kysely<unknown>;
-
-type Row = Record<string, unknown>;
 
 /**
  * The Postgres idempotency ledger: the durable truth every attempt must pass before it may
@@ -644,23 +643,23 @@ export function toRecord(row: Row): LedgerRecord {
     status: row.status as LedgerStatus,
     epoch: row.epoch as number,
     downstream: row.downstream as LedgerRecord['downstream'],
-    leaseOwner: (row.lease_owner as string | null) ?? null,
-    leaseExpiresAt: (row.lease_expires_at as Date | null) ?? null,
+    leaseOwner: nullable<string>(row.lease_owner),
+    leaseExpiresAt: nullable<Date>(row.lease_expires_at),
     retentionMs: Number(row.retention_ms),
     result: row.result ?? null,
-    error: (row.error as RecordedError | null) ?? null,
-    retryable: (row.retryable as boolean | null) ?? null,
+    error: nullable<RecordedError>(row.error),
+    retryable: nullable<boolean>(row.retryable),
     lastTransition: row.last_transition as Transition,
-    jobId: (row.job_id as string | null) ?? null,
-    queue: (row.queue as string | null) ?? null,
-    taskId: (row.task_id as string | null) ?? null,
-    stepId: (row.step_id as string | null) ?? null,
+    jobId: nullable<string>(row.job_id),
+    queue: nullable<string>(row.queue),
+    taskId: nullable<string>(row.task_id),
+    stepId: nullable<string>(row.step_id),
     createdAt: row.created_at as Date,
     updatedAt: row.updated_at as Date,
     claimedAt: row.claimed_at as Date,
     claimTransition: row.claim_transition as Transition,
-    completedAt: (row.completed_at as Date | null) ?? null,
-    expiresAt: (row.expires_at as Date | null) ?? null,
+    completedAt: nullable<Date>(row.completed_at),
+    expiresAt: nullable<Date>(row.expires_at),
     transitions: parseTransitions(row.transitions),
   };
 }
