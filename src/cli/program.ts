@@ -3,10 +3,6 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ConnectionFlags } from '../config/env.js';
 import { DURATION_FORMS, parseDurationText } from '../operation/duration.js';
 import { defaultActor, MAX_ACTOR_LENGTH } from './actor.js';
-import type { BackfillCommandOptions } from './commands/backfill.js';
-import type { ConfirmationsListOptions, ConfirmCommandOptions } from './commands/confirm.js';
-import type { InspectCommandOptions, InvalidateCommandOptions, ResolveCommandOptions } from './commands/ledger.js';
-import type { ListCommandOptions } from './commands/list.js';
 import type { CliContext, Output } from './context.js';
 
 // Command modules are imported when their command runs: `--help` and usage errors never load
@@ -82,6 +78,12 @@ function packageVersion(): string {
 const KEY_HELP = 'the bounded key (ctx.idempotencyKey: namespace:resourceKey:version, percent-encoded parts)';
 const REASON_HELP = 'why (kept in the audit event; scanned by the redaction policy, cut to 500 characters)';
 
+// Options several commands take, made in one place so they parse and read the same everywhere.
+const jsonOption = (help = 'machine-readable output') => new Option('--json', help);
+const reasonOption = (help = REASON_HELP) => new Option('--reason <text>', help).argParser(parseReasonArg);
+const actorOption = (who: string) =>
+  new Option('--actor <id>', `${who}, for the audit trail`).argParser(parseActorArg).default(defaultActor());
+
 const ROOT_HELP = `
 Environment (the connection flags above win over it):
   DATABASE_URL     Postgres of the ledger and the audit trail (postgres://...)
@@ -128,6 +130,16 @@ export function buildProgram(options: { env?: Record<string, string | undefined>
       await ctx.close();
     }
   };
+  /**
+   * The action of a command whose module `load` imports when it runs: it runs with the command's
+   * arguments and options (commander's trailing Command dropped) in a CLI context.
+   */
+  const lazy =
+    <A extends unknown[]>(load: () => Promise<(ctx: CliContext, ...args: A) => Promise<void>>) =>
+    async (...args: [...A, Command]) => {
+      const command = await load();
+      await withContext((ctx) => command(ctx, ...(args.slice(0, -1) as A)));
+    };
   const write = (fd: 'out' | 'err') => (s: string) => {
     if (options.io) (fd === 'out' ? options.io.outRaw : options.io.errRaw)(s);
     else (fd === 'out' ? process.stdout : process.stderr).write(s);
@@ -174,24 +186,21 @@ Examples:
   program
     .command('migrate')
     .description("create or upgrade the library's tables in BQI_SCHEMA (safe to run concurrently)")
-    .option('--json', 'machine-readable output')
-    .action(async (opts: { json?: boolean }) => {
-      const { migrateCommand } = await import('./commands/migrate.js');
-      await withContext((ctx) => migrateCommand(ctx, opts));
-    });
+    .addOption(jsonOption())
+    .action(lazy(async () => (await import('./commands/migrate.js')).migrateCommand));
 
   program
     .command('inspect')
     .description('show the ledger record of a key (or of the key a job carries); sealed values stay sealed')
     .argument('<key>', `${KEY_HELP}; with --job, the job id`, parseKeyArg)
     .option('--job <queue>', 'read the key from the data envelope of job <key> in <queue> (needs REDIS_URL)')
-    .option('--json', 'machine-readable output (the stored forms: sealed values as sealed strings)')
+    .addOption(jsonOption('machine-readable output (the stored forms: sealed values as sealed strings)'))
     .option(
       '--decrypt',
       'open the sealed result and error text with BQI_KEYRING and print them (needs --reason; audited first)',
     )
-    .option('--reason <text>', `with --decrypt: ${REASON_HELP}`, parseReasonArg)
-    .option('--actor <id>', 'with --decrypt: who opens, for the audit trail', parseActorArg, defaultActor())
+    .addOption(reasonOption(`with --decrypt: ${REASON_HELP}`))
+    .addOption(actorOption('with --decrypt: who opens'))
     .addHelpText(
       'after',
       `
@@ -208,20 +217,17 @@ Examples:
   $ bullmq-idempotency inspect --job assets idem_Qm9v... --json
   $ BQI_KEYRING=... bullmq-idempotency inspect KEY --decrypt --reason 'refund dispute, case 1234'`,
     )
-    .action(async (key: string, opts: InspectCommandOptions) => {
-      const { inspectCommand } = await import('./commands/ledger.js');
-      await withContext((ctx) => inspectCommand(ctx, key, opts));
-    });
+    .action(lazy(async () => (await import('./commands/ledger.js')).inspectCommand));
 
   program
     .command('invalidate')
     .description('evict a key whatever its state: the next claim executes again (fences any current holder)')
     .argument('<key>', KEY_HELP, parseKeyArg)
-    .requiredOption('--reason <text>', REASON_HELP, parseReasonArg)
-    .option('--actor <id>', 'who acts, for the audit trail', parseActorArg, defaultActor())
+    .addOption(reasonOption().makeOptionMandatory())
+    .addOption(actorOption('who acts'))
     .option('--rerun', "then retry the key's finished job, so the operation runs again now (needs REDIS_URL)")
     .option('--queue <name>', "with --rerun: the job's queue, when the record names none")
-    .option('--json', 'machine-readable output')
+    .addOption(jsonOption())
     .addHelpText(
       'after',
       `
@@ -234,10 +240,7 @@ Examples:
   $ bullmq-idempotency invalidate KEY --reason 'resend after refund' --rerun
   $ bullmq-idempotency invalidate KEY --reason 'resend' --rerun --queue payments`,
     )
-    .action(async (key: string, opts: InvalidateCommandOptions) => {
-      const { invalidateCommand } = await import('./commands/ledger.js');
-      await withContext((ctx) => invalidateCommand(ctx, key, opts));
-    });
+    .action(lazy(async () => (await import('./commands/ledger.js')).invalidateCommand));
 
   program
     .command('list')
@@ -246,7 +249,7 @@ Examples:
     .option('--operation <name>', "only this operation's records (its defineOperation name)")
     .option('--limit <n>', 'rows at most', parsePositiveIntArg, LIST_LIMIT)
     .option('--after <key>', 'the next page: keys after this one (the last key shown)')
-    .option('--json', 'machine-readable output')
+    .addOption(jsonOption())
     .addHelpText(
       'after',
       `
@@ -256,10 +259,7 @@ Examples:
   $ bullmq-idempotency list --status unknown
   $ bullmq-idempotency list --status failed --operation payments.charge --limit 20 --json`,
     )
-    .action(async (opts: ListCommandOptions) => {
-      const { listCommand } = await import('./commands/list.js');
-      await withContext((ctx) => listCommand(ctx, opts));
-    });
+    .action(lazy(async () => (await import('./commands/list.js')).listCommand));
 
   program
     .command('resolve')
@@ -270,9 +270,9 @@ Examples:
     )
     .addOption(new Option('--not-committed', 'the side effect did not happen: the next claim executes again'))
     .option('--result <json>', 'the outcome, as JSON (with --committed); recorded sealed with BQI_KEYRING')
-    .requiredOption('--reason <text>', REASON_HELP, parseReasonArg)
-    .option('--actor <id>', 'who acts, for the audit trail', parseActorArg, defaultActor())
-    .option('--json', 'machine-readable output')
+    .addOption(reasonOption().makeOptionMandatory())
+    .addOption(actorOption('who acts'))
+    .addOption(jsonOption())
     .addHelpText(
       'after',
       `
@@ -283,10 +283,7 @@ Examples:
   $ bullmq-idempotency resolve KEY --committed --result '{"assetId":"a1"}' --reason 'found in the provider dashboard'
   $ bullmq-idempotency resolve KEY --not-committed --reason 'the provider has no record of it'`,
     )
-    .action(async (key: string, opts: ResolveCommandOptions) => {
-      const { resolveCommand } = await import('./commands/ledger.js');
-      await withContext((ctx) => resolveCommand(ctx, key, opts));
-    });
+    .action(lazy(async () => (await import('./commands/ledger.js')).resolveCommand));
 
   const confirmations = program
     .command('confirmations')
@@ -297,11 +294,8 @@ Examples:
     .option('--pending', 'only the requests waiting for an answer')
     .option('--limit <n>', 'rows at most', parsePositiveIntArg, LIST_LIMIT)
     .option('--after <id>', 'the next page: requests after this id (the last one shown)')
-    .option('--json', 'machine-readable output')
-    .action(async (opts: ConfirmationsListOptions) => {
-      const { confirmationsListCommand } = await import('./commands/confirm.js');
-      await withContext((ctx) => confirmationsListCommand(ctx, opts));
-    });
+    .addOption(jsonOption())
+    .action(lazy(async () => (await import('./commands/confirm.js')).confirmationsListCommand));
 
   program
     .command('confirm')
@@ -309,9 +303,9 @@ Examples:
     .argument('<id>', 'the request id (cf-12), as `confirmations list` shows it')
     .addOption(new Option('--approve', 'yes: ctx.confirm() returns approved').conflicts('deny'))
     .addOption(new Option('--deny', 'no: ctx.confirm() returns a denial'))
-    .requiredOption('--reason <text>', REASON_HELP, parseReasonArg)
-    .option('--actor <id>', 'who answers, for the audit trail', parseActorArg, defaultActor())
-    .option('--json', 'machine-readable output')
+    .addOption(reasonOption().makeOptionMandatory())
+    .addOption(actorOption('who answers'))
+    .addOption(jsonOption())
     .addHelpText(
       'after',
       `
@@ -323,21 +317,15 @@ Examples:
   $ bullmq-idempotency confirmations list --pending
   $ bullmq-idempotency confirm cf-12 --approve --reason 'invoice 881 checked' --actor alice`,
     )
-    .action(async (id: string, opts: ConfirmCommandOptions) => {
-      const { confirmCommand } = await import('./commands/confirm.js');
-      await withContext((ctx) => confirmCommand(ctx, id, opts));
-    });
+    .action(lazy(async () => (await import('./commands/confirm.js')).confirmCommand));
 
   program
     .command('timeline')
     .description('the audit story of a task (or of one operation key): attempts, takeovers, replays, decisions')
     .argument('[taskId]', 'the task id')
     .option('--operation <key>', `an operation instead of a task: ${KEY_HELP}`, parseKeyArg)
-    .option('--json', 'machine-readable output')
-    .action(async (taskId: string | undefined, opts: { operation?: string; json?: boolean }) => {
-      const { timelineCommand } = await import('./commands/timeline.js');
-      await withContext((ctx) => timelineCommand(ctx, taskId, opts));
-    });
+    .addOption(jsonOption())
+    .action(lazy(async () => (await import('./commands/timeline.js')).timelineCommand));
 
   program
     .command('backfill')
@@ -353,32 +341,23 @@ Examples:
     .option('--inline', 'run the backfill in this process instead of on a worker (Ctrl-C stops it, resumable)')
     .option('--page-size <n>', 'ledger rows per page (--inline)', parsePositiveIntArg)
     .option('--max-rows-per-second <n>', 'rate limit (--inline)', parsePositiveIntArg)
-    .option('--json', 'machine-readable result')
-    .action(async (opts: BackfillCommandOptions) => {
-      const { backfillCommand } = await import('./commands/backfill.js');
-      await withContext((ctx) => backfillCommand(ctx, opts));
-    });
+    .addOption(jsonOption('machine-readable result'))
+    .action(lazy(async () => (await import('./commands/backfill.js')).backfillCommand));
 
   program
     .command('sweep')
     .description('delete expired terminal ledger rows now, in bounded batches (never locked or unknown rows)')
     .option('--batch-size <n>', 'rows per statement (default 1000)', parsePositiveIntArg)
     .option('--max-batches <n>', 'statements at most (default 1000)', parsePositiveIntArg)
-    .option('--actor <id>', 'who acts, for the audit trail', parseActorArg, defaultActor())
-    .option('--json', 'machine-readable output')
-    .action(async (opts: { batchSize?: number; maxBatches?: number; actor: string; json?: boolean }) => {
-      const { sweepCommand } = await import('./commands/sweep.js');
-      await withContext((ctx) => sweepCommand(ctx, opts));
-    });
+    .addOption(actorOption('who acts'))
+    .addOption(jsonOption())
+    .action(lazy(async () => (await import('./commands/sweep.js')).sweepCommand));
 
   program
     .command('stats')
     .description('rows per status, oldest lease, unknown outcomes, audit lag, outbox and dead letters')
-    .option('--json', 'machine-readable output')
-    .action(async (opts: { json?: boolean }) => {
-      const { statsCommand } = await import('./commands/stats.js');
-      await withContext((ctx) => statsCommand(ctx, opts));
-    });
+    .addOption(jsonOption())
+    .action(lazy(async () => (await import('./commands/stats.js')).statsCommand));
 
   return program;
 }
