@@ -1,5 +1,7 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { readFileSync, realpathSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -7,8 +9,9 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import packageJson from '../package.json' with { type: 'json' };
 import { boundedKey } from '../src/keys/idempotency-key.js';
+import { TestContext, waitFor } from './helpers/context.js';
 import { CJS_CONSUMER, CONSUMER_PACKAGE_JSON, CONSUMER_TSCONFIG, ESM_CONSUMER } from './helpers/package-consumer.js';
-import { childEnv, ROOT } from './helpers/spawn.js';
+import { childEnv, collect, finished, ROOT } from './helpers/spawn.js';
 
 const exec = promisify(execFile);
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
@@ -138,4 +141,100 @@ describe('the packed package, installed into a fresh application', { timeout: IN
     expect(cli.code, cli.stderr).toBe(0);
     expect(cli.stdout.trim()).toBe(packageJson.version);
   });
+
+  it('runs the operations process as the README deploys it: migrate, start, /healthz and /readyz, SIGTERM exits 0 with no process left', async () => {
+    const bin = join(app, 'node_modules/.bin/bullmq-idempotency');
+    // The README's Dockerfile and systemd unit run node on the file the bin links to.
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(readme)?.[1] ?? 'null') as string[];
+    expect(cmd).toEqual(['node', expect.stringMatching(/^node_modules\/bullmq-idempotency\//), 'start']);
+    expect(realpathSync(join(app, cmd[1] as string))).toBe(realpathSync(bin));
+    expect(readme).toContain(`ExecStart=/usr/bin/node ${cmd[1]} start`);
+
+    const t = new TestContext('package_start');
+    const port = await freePort();
+    const env = npmEnv({
+      DATABASE_URL: t.databaseUrl,
+      REDIS_URL: t.redisUrl,
+      BQI_SCHEMA: t.schema,
+      BQI_PREFIX: t.prefix,
+      BQI_HTTP_PORT: String(port),
+      BQI_HTTP_HOST: '127.0.0.1',
+      BQI_SHUTDOWN_TIMEOUT_MS: '10s',
+    });
+    try {
+      const migrated = await run(bin, ['migrate'], app, env);
+      expect(migrated.code, migrated.stderr).toBe(0);
+      expect(migrated.stdout).toContain(`in schema ${t.schema}`);
+
+      // Its own process group: whatever it started would still be in the group after it exits.
+      const child = collect(
+        spawn(bin, ['start'], { cwd: app, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] }),
+      );
+      const exit = finished(child, INSTALL_TIMEOUT_MS, 'bullmq-idempotency start');
+      const group = child.pid as number;
+      try {
+        const started = (await waitFor(
+          () => logLines(child.out).find((l) => l.msg === 'started'),
+          `the 'started' log line\n${child.out}\n${child.err}`,
+          120_000,
+          50,
+        )) as Record<string, unknown>;
+        // Node itself, not a shell before it: a supervisor's SIGTERM reaches the process.
+        expect(started.pid).toBe(child.pid);
+        expect(started.http).toEqual({ host: '127.0.0.1', port });
+        expect(await getJson(port, '/healthz')).toEqual({ status: 200, body: { status: 'ok' } });
+        expect(await getJson(port, '/readyz')).toEqual({
+          status: 200,
+          body: { status: 'ready', postgres: 'ok', redis: 'ok' },
+        });
+
+        child.kill('SIGTERM');
+        const r = await exit;
+        expect(r.code, r.stdout + r.stderr).toBe(0);
+        expect(r.stderr).toBe('');
+        expect(logLines(r.stdout).map((l) => l.msg)).toEqual(expect.arrayContaining(['shutting down', 'stopped']));
+        await waitFor(() => !groupAlive(group), `process group ${group} to be empty`, 10_000);
+      } finally {
+        if (groupAlive(group)) process.kill(-group, 'SIGKILL');
+      }
+    } finally {
+      await t.teardown();
+    }
+  });
 });
+
+/** The JSON log lines of the operations process's stdout. */
+function logLines(out: string): { msg: string; [k: string]: unknown }[] {
+  return out
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg: string });
+}
+
+/** True while any process of the group `pgid` is alive. */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A port nothing listens on now (the kernel's pick for port 0, released at once). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function getJson(port: number, path: string) {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`);
+  return { status: res.status, body: (await res.json()) as unknown };
+}
