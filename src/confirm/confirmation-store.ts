@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { ConfirmationNotFoundError } from './errors.js';
+import { confirmationEvent, settledEvent } from './events.js';
 import { confirmationStatements } from './statements.js';
 import type { Confirmation, ConfirmationStatus, ConfirmationWaiter } from './types.js';
 
@@ -115,11 +116,58 @@ export class ConfirmationStore {
     return (rows.rows as Row[]).map(toConfirmation);
   }
 
+  /**
+   * One page of the sweep, after `after` (a row number, `'0'` for the first page): deletes the
+   * answered and timed-out requests whose operation has left the ledger, once the audit events of
+   * the request and of its answer are stored (the rule the ledger's rows follow); the others are
+   * returned as `pending` (store their events, and a later sweep deletes them). A pending request
+   * is never deleted. `next` is where the next page starts (undefined: no candidates were left).
+   */
+  async sweepPage(
+    batchSize: number,
+    after = '0',
+  ): Promise<{ deleted: number; scanned: number; pending: Confirmation[]; next: string | undefined }> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('begin');
+      const rows = (await client.query(this.sql.sweepCandidates, [batchSize, after])).rows as Row[];
+      const found = rows.map(toConfirmation);
+      const ids = found.map(confirmationEventIds);
+      const all = ids.flat();
+      const stored = new Set(
+        all.length === 0
+          ? []
+          : (await client.query(this.sql.storedEventIds, [all])).rows.map((r) => (r as Row).event_id as string),
+      );
+      const done: string[] = [];
+      const pending: Confirmation[] = [];
+      found.forEach((c, i) => {
+        if ((ids[i] as string[]).every((id) => stored.has(id))) done.push(String(rows[i]?.n));
+        else pending.push(c);
+      });
+      if (done.length > 0) await client.query(this.sql.sweepRows, [done]);
+      await client.query('commit');
+      const last = rows.at(-1);
+      return { deleted: done.length, scanned: rows.length, pending, next: last ? String(last.n) : undefined };
+    } catch (err) {
+      await client.query('rollback').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
   /** How many requests wait for an answer, and since when the oldest. */
   async pending(): Promise<{ count: number; oldestAt: Date | null; readAt: Date }> {
     const row = (await this.pool.query(this.sql.pending)).rows[0] as Row;
     return { count: Number(row.n), oldestAt: (row.oldest as Date | null) ?? null, readAt: row.read_at as Date };
   }
+}
+
+/** The ids of a settled request's audit events: its request and its answer (or timeout). */
+function confirmationEventIds(c: Confirmation): string[] {
+  const settled = settledEvent(c);
+  return [confirmationEvent('requested', c).eventId, ...(settled ? [settled.eventId] : [])];
 }
 
 function toConfirmation(r: Row): Confirmation {

@@ -3,7 +3,7 @@
  * Postgres, `now()`, never a worker's clock. Not hot: a request is asked once per attempt of an
  * operation that waits, and answered once, so these run unnamed.
  */
-export function confirmationStatements(table: string) {
+export function confirmationStatements(table: string, ledger = `${table.split('.')[0]}.idempotency_ledger`) {
   const row = `t.*, now() as read_at, (t.status = 'pending' and t.expires_at <= now()) as overdue`;
   return {
     /**
@@ -61,6 +61,22 @@ order by t.n limit $2`,
 
     /** Params: 1 operation key. */
     byOperation: `select ${row} from ${table} t where t.operation_key = $1 order by t.n`,
+
+    /**
+     * The sweep's candidates: answered or timed-out requests whose operation has left the ledger
+     * (swept), after a position in id order, locked for the transaction that deletes them. A
+     * pending request is never a candidate. Params: 1 batch size, 2 after n (0 for the first page).
+     */
+    sweepCandidates: `select ${row} from ${table} t
+where t.status <> 'pending' and t.n > $2::int8
+  and not exists (select 1 from ${ledger} l where l.key = t.operation_key)
+order by t.n limit $1 for update of t skip locked`,
+
+    /** The ids among $1 that are stored in the audit trail. */
+    storedEventIds: `select event_id from ${table.split('.')[0]}.audit_event_ids where event_id = any($1::text[])`,
+
+    /** Params: 1 ids (n) locked by sweepCandidates in the same transaction. */
+    sweepRows: `delete from ${table} where n = any($1::int8[])`,
 
     /** No params. */
     pending: `select count(*)::int8 as n, min(requested_at) as oldest, now() as read_at from ${table} where status = 'pending'`,

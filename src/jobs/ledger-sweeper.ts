@@ -3,6 +3,8 @@ import { type AuditEvent, eventIdFor } from '../audit/audit-event.js';
 import { eventsForRecord } from '../audit/derive.js';
 import type { AuditEmitter } from '../audit/emitter.js';
 import { type AuditPartitionOptions, type AuditPartitionResult, maintainAuditPartitions } from '../audit/partitions.js';
+import { ConfirmationStore } from '../confirm/confirmation-store.js';
+import { type ConfirmationSweepResult, sweepConfirmations } from '../confirm/sweep.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { IllegalTransitionError, StaleEpochError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
@@ -55,6 +57,8 @@ export type SweepResult = {
    * an `emitter` their events were sent again, and a later run deletes them.
    */
   pending: number;
+  /** The confirmation requests of swept operations (see {@link sweepConfirmations}). */
+  confirmations: ConfirmationSweepResult;
   redriven?: RedriveCounts;
   /** What the scheduled run did to the audit trail's partitions (see maintainAuditPartitions). */
   auditPartitions?: AuditPartitionResult;
@@ -70,8 +74,9 @@ export const ABANDONED_ERROR = {
  * Deletes expired terminal rows in bounded batches (never locked or unknown rows; rows another
  * transaction holds are skipped) and records one summary audit event per run. A row goes only
  * once the events of all its recorded transitions are stored; the events of the rows it keeps
- * are sent again through `emitter`. With `redrive`, then re-drives stale locks (see
- * {@link redriveStaleLocks}).
+ * are sent again through `emitter`. Then the answered confirmation requests of the operations no
+ * longer in the ledger go, by the same rule (see {@link sweepConfirmations}). With `redrive`,
+ * then re-drives stale locks (see {@link redriveStaleLocks}).
  */
 export async function sweepLedger(ledger: PostgresLedger, opts: SweepOptions = {}): Promise<SweepResult> {
   const batchSize = opts.batchSize ?? 1000;
@@ -89,15 +94,20 @@ export async function sweepLedger(ledger: PostgresLedger, opts: SweepOptions = {
     if (page.scanned < batchSize || !page.next) break;
     after = page.next;
   }
+  const confirmations = await sweepConfirmations(new ConfirmationStore(ledger.pool, ledger.schema), {
+    batchSize,
+    maxBatches,
+    ...(opts.emitter ? { emitter: opts.emitter } : {}),
+  });
   const runId = opts.runId ?? `${Date.now()}`;
   opts.emitter?.record(sweepEvent(ledger.schema, runId, { deleted, batches, pending }));
-  if (!opts.redrive) return { deleted, batches, pending };
+  if (!opts.redrive) return { deleted, batches, pending, confirmations };
   const redriven = await redriveStaleLocks(ledger, opts.redrive, {
     batchSize,
     maxBatches,
     ...(opts.emitter ? { emitter: opts.emitter } : {}),
   });
-  return { deleted, batches, pending, redriven };
+  return { deleted, batches, pending, confirmations, redriven };
 }
 
 /**
