@@ -6,6 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUDIT_JOB_NAME } from '../src/audit/emitter.js';
 import { loadConfig } from '../src/config/env.js';
+import { answerConfirmation } from '../src/confirm/answer.js';
+import { ConfirmationStore } from '../src/confirm/confirmation-store.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { OperationsMetrics } from '../src/observability/operations-metrics.js';
 import { startOperationsProcess } from '../src/ops/operations-process.js';
@@ -136,6 +138,51 @@ describe('operations metrics', () => {
 
       await stuck.remove();
       expect(await lag()).toBe(0);
+    } finally {
+      await auditQueue.close();
+      await pool.end();
+    }
+  });
+
+  it('counts the pending confirmation requests and the age of the oldest', async () => {
+    const pool = t.pool(2);
+    const auditQueue = b.queue('audit-confirm');
+    const metrics = new OperationsMetrics({ pool, schema: t.schema, auditQueue, maxAgeMs: 0 });
+    const store = new ConfirmationStore(pool, t.schema);
+    const figures = async () => {
+      const m = parseMetrics((await metrics.render()).body);
+      return [
+        m.get('bullmq_idempotency_pending_confirmations'),
+        m.get('bullmq_idempotency_oldest_pending_confirmation_seconds'),
+      ];
+    };
+    const ask = (order: string) =>
+      store.request({
+        operationKey: `acme%2Fm:order%3A${order}:v1`,
+        name: 'large-payment',
+        operation: 'm.op',
+        reason: `charge order ${order}`,
+        onTimeout: 'deny',
+        timeoutMs: 3_600_000,
+        epoch: 1,
+      });
+    try {
+      expect(await figures()).toEqual([0, 0]);
+      const old = await ask('m-1');
+      await ask('m-2');
+      // The first was asked 10 minutes ago.
+      await t.query(
+        `update ${t.schema}.idempotency_confirmations set requested_at = now() - interval '10 minutes' where n = $1`,
+        [old.id.slice(3)],
+      );
+      const [count, oldest] = (await figures()) as [number, number];
+      expect(count).toBe(2);
+      expect(oldest).toBeGreaterThanOrEqual(600);
+      expect(oldest).toBeLessThan(700);
+      await answerConfirmation({ pool, schema: t.schema, id: old.id, approve: true, actor: 'alice' });
+      const [after, newest] = (await figures()) as [number, number];
+      expect(after).toBe(1);
+      expect(newest).toBeLessThan(600);
     } finally {
       await auditQueue.close();
       await pool.end();

@@ -4,6 +4,7 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import { type AuditQueueCounts, auditBacklog } from '../audit/audit-backlog.js';
 import { deadLetterStats } from '../audit/dead-letters.js';
 import { untilAborted } from '../config/abort.js';
+import { ConfirmationStore } from '../confirm/confirmation-store.js';
 import { LEDGER_STATUSES, ledgerStats } from '../ledger/scans.js';
 import type { LedgerStatus } from '../ledger/types.js';
 import { DEFAULT_METRICS_PREFIX } from './metrics.js';
@@ -35,6 +36,8 @@ type Snapshot = {
   deadLetters: number;
   auditLagSeconds: number;
   auditQueue: AuditQueueCounts;
+  pendingConfirmations: number;
+  oldestConfirmationSeconds: number;
 };
 
 /**
@@ -49,6 +52,8 @@ type Snapshot = {
  *   everything is written
  * - `…_audit_queue_batches{state}`, `…_audit_outbox_batches`, `…_audit_outbox_events`,
  *   `…_audit_dead_letters` (rows in `audit_dead_letter`)
+ * - `…_pending_confirmations` (`ctx.confirm()` requests waiting for a person),
+ *   `…_oldest_pending_confirmation_seconds` (how long the oldest has waited; 0 when none waits)
  * - `…_figures_up`: 0 when the last read of those figures failed (they are then stale)
  * - counters of this process: `…_audit_batches_total{result}`, `…_audit_events_total{result}`
  *   (`inserted`, `duplicate`, `dead_lettered`)
@@ -107,6 +112,14 @@ export class OperationsMetrics {
     gauge('audit_outbox_batches', 'Audit batches waiting in the Postgres outbox', (g, s) => g.set(s.outboxBatches));
     gauge('audit_outbox_events', 'Audit events waiting in the Postgres outbox', (g, s) => g.set(s.outboxEvents));
     gauge('audit_dead_letters', 'Rows in audit_dead_letter', (g, s) => g.set(s.deadLetters));
+    gauge('pending_confirmations', 'Confirmation requests waiting for an answer', (g, s) =>
+      g.set(s.pendingConfirmations),
+    );
+    gauge(
+      'oldest_pending_confirmation_seconds',
+      'How long the oldest pending confirmation request has waited',
+      (g, s) => g.set(s.oldestConfirmationSeconds),
+    );
     new Gauge({
       name: `${p}figures_up`,
       help: 'Whether the last scrape could read the ledger and audit figures (0: they are stale)',
@@ -159,10 +172,11 @@ export class OperationsMetrics {
 
   private async take(): Promise<Snapshot> {
     const { pool, schema, auditQueue } = this.options;
-    const [ledger, backlog, dead] = await Promise.all([
+    const [ledger, backlog, dead, confirmations] = await Promise.all([
       ledgerStats(pool, schema),
       auditBacklog(pool, schema, auditQueue),
       deadLetterStats(pool, schema),
+      new ConfirmationStore(pool, schema).pending(),
     ]);
     const lease = ledger.oldestLease;
     return {
@@ -174,6 +188,10 @@ export class OperationsMetrics {
       deadLetters: dead.count,
       auditLagSeconds: backlog.lagMs / 1000,
       auditQueue: backlog.queue ?? { waiting: 0, delayed: 0, active: 0, failed: 0 },
+      pendingConfirmations: confirmations.count,
+      oldestConfirmationSeconds: confirmations.oldestAt
+        ? Math.max(0, confirmations.readAt.getTime() - confirmations.oldestAt.getTime()) / 1000
+        : 0,
     };
   }
 }
