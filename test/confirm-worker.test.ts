@@ -8,7 +8,7 @@ import type { Job, Queue, Worker } from 'bullmq';
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AuditStore } from '../src/audit/audit-store.js';
-import { timeline } from '../src/audit/timeline.js';
+import { renderTimeline, timeline } from '../src/audit/timeline.js';
 import { answerConfirmation } from '../src/confirm/answer.js';
 import { ConfirmationStore } from '../src/confirm/confirmation-store.js';
 import type { Confirmation } from '../src/confirm/types.js';
@@ -104,6 +104,17 @@ async function auditRows(where: string, values: unknown[]) {
   ).rows;
 }
 
+/** The operation's own events of a task (its steps' left out), in the trail's order. */
+async function operationTrail(taskId: string) {
+  return (
+    await t.query(
+      `select action, epoch, actor_type, decision, reason_code from ${t.schema}.audit_events
+       where task_id = $1 and step_id is null order by created_at, seq, epoch`,
+      [taskId],
+    )
+  ).rows;
+}
+
 beforeAll(async () => {
   await t.setup();
   pool = t.pool();
@@ -136,6 +147,13 @@ describe('ctx.confirm() across worker processes', () => {
     expect((await ledger.get(keyOf(order)))?.status).toBe('released'); // no lease held while it waits
     expect(quotes(order)).toBe(1);
     expect(charges(order)).toBe(0);
+    // The writer has stored the waiting attempt's events: the lease given back is in the trail.
+    await waitFor(
+      async () => (await operationTrail('task-crash')).some((r) => r.action === 'idempotency.released'),
+      'the release of the waiting attempt in audit_events',
+      30_000,
+      100,
+    );
     await first.kill();
     expect(first.child.signalCode).toBe('SIGKILL');
 
@@ -177,9 +195,60 @@ describe('ctx.confirm() across worker processes', () => {
         reason_code: 'CONFIRMATION_APPROVED',
       },
     ]);
+    // The operation's trail, as audit_events stores it, in order: the attempt that asked, the
+    // lease given back while it waits, the person's answer, the attempt that completed.
+    await waitFor(
+      async () => (await operationTrail('task-crash')).some((r) => r.action === 'idempotency.completed'),
+      'the completion in audit_events',
+      30_000,
+      100,
+    );
+    expect(await operationTrail('task-crash')).toEqual([
+      { action: 'idempotency.claimed', epoch: 1, actor_type: 'system', decision: 'allow', reason_code: null },
+      {
+        action: 'confirmation.request',
+        epoch: 1,
+        actor_type: 'agent',
+        decision: 'pending_confirmation',
+        reason_code: 'CONFIRMATION_REQUIRED',
+      },
+      {
+        action: 'idempotency.released',
+        epoch: 1,
+        actor_type: 'system',
+        decision: 'allow',
+        reason_code: 'CONFIRMATION_PENDING',
+      },
+      {
+        action: 'confirmation.answer',
+        epoch: 1,
+        actor_type: 'user',
+        decision: 'allow',
+        reason_code: 'CONFIRMATION_APPROVED',
+      },
+      { action: 'idempotency.claimed', epoch: 2, actor_type: 'system', decision: 'allow', reason_code: null },
+      { action: 'idempotency.completed', epoch: 2, actor_type: 'system', decision: 'allow', reason_code: null },
+    ]);
+
+    // The timeline: one entry for the wait, from the request to the answer, and who answered.
+    const answered = await store.get(c.id);
     const story = await timeline({ taskId: 'task-crash' }, { store: new AuditStore(pool, t.schema), ledger });
-    expect(story.confirmations).toMatchObject([{ id: c.id, status: 'approved', answeredBy: 'user:alice' }]);
+    expect(story.confirmations).toEqual([
+      {
+        id: c.id,
+        operationId: keyOf(order),
+        requestedBy: 'agent:payments.large_charge',
+        since: c.requestedAt.toISOString(),
+        until: answered.answeredAt?.toISOString(),
+        waitedMs: (answered.answeredAt?.getTime() ?? 0) - c.requestedAt.getTime(),
+        status: 'approved',
+        answeredBy: 'user:alice',
+        reasonCode: 'CONFIRMATION_APPROVED',
+      },
+    ]);
     expect(story.confirmations[0]?.waitedMs).toBeGreaterThan(0);
+    expect(story.waits).toEqual([]);
+    expect(renderTimeline(story)).toMatch(new RegExp(`confirmation ${c.id} approved by user:alice after \\d`));
   });
 
   it('deny: the operation ends as a recorded failure with the denial code, and every later delivery replays it', async () => {

@@ -11,7 +11,7 @@ import type { Logger } from '../shared/logger.js';
 import { unrecoverable } from '../worker/bullmq-signals.js';
 import type { ConfirmationStore } from './confirmation-store.js';
 import { ConfirmationTimeoutFailure } from './errors.js';
-import { type ConfirmationEventKind, decisionOf } from './events.js';
+import { CONFIRMATION_PENDING, type ConfirmationEventKind, decisionOf } from './events.js';
 import type { Confirmation, ConfirmationDecision, ConfirmRequest } from './types.js';
 
 /** How long a parked job sleeps at most before it looks at its request again. */
@@ -85,7 +85,8 @@ export async function awaitConfirmation(
   const now = await deps.store.get(c.id).catch(() => c);
   if (now.status !== 'pending') await a.job.promote().catch(() => {});
   deps.logger?.debug({ confirmation: c.id, jobId: a.job.id, waitMs }, 'waiting for confirmation');
-  throw new DelayedError();
+  // BullMQ knows it by its class; the code is what the lease's release tells the trail.
+  throw Object.assign(new DelayedError(), { code: CONFIRMATION_PENDING });
 }
 
 /** The decision of a settled request (telling its event again: the trail keeps one row), or the timeout's failure. */

@@ -14,6 +14,8 @@ export type ConfirmationEventKind = keyof typeof CONFIRMATION_ACTIONS;
 /** Reason code of the request event; the answer's is its status's. */
 export const CONFIRMATION_REQUIRED = 'CONFIRMATION_REQUIRED';
 export const CONFIRMATION_APPROVED = 'CONFIRMATION_APPROVED';
+/** Reason code of the lease given back while the job waits for the answer (`released`). */
+export const CONFIRMATION_PENDING = 'CONFIRMATION_PENDING';
 
 const STATE = (c: Pick<Confirmation, 'id'>, status: string) => `confirmation:${c.id}:${status}`;
 
