@@ -2,9 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allMigrations } from '../migrations/index.js';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
+import { eventsForRecord } from '../src/audit/derive.js';
+import type { AuditEmitter } from '../src/audit/emitter.js';
 import { listAuditPartitions, maintainAuditPartitions, partitionFor } from '../src/audit/partitions.js';
 import { migrate } from '../src/db/migrate.js';
+import { sweepLedger } from '../src/jobs/ledger-sweeper.js';
+import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { TestContext } from './helpers/context.js';
+import { acquireClaim, payClaim } from './helpers/ledger-claims.js';
 
 const t = new TestContext('audit_parts');
 const DAY = 86_400_000;
@@ -132,6 +137,58 @@ describe('retention drops whole partitions', () => {
         idsPruned: 0,
       });
     } finally {
+      await t.query(`drop schema if exists ${schema} cascade`);
+    }
+  });
+});
+
+describe("an audit retention shorter than the ledger's", () => {
+  it('the sweeper deletes a row whose events the retention dropped, and sends none of them again; a row whose events are kept still waits for them', async () => {
+    const schema = `${t.schema}_sweep`;
+    await migrate({ connectionString: t.databaseUrl, schema });
+    const ledgers: PostgresLedger[] = [];
+    const ledgerAt = (clockOffsetMs: number) => {
+      const l = t.ledger({ schema, clockOffsetMs });
+      ledgers.push(l);
+      return l;
+    };
+    try {
+      // Rows whose transitions the ledger recorded 10 and 2 days ago (the database clock moved
+      // back for them), each expired a minute after its completion.
+      const done = async (l: PostgresLedger, resourceKey: string) => {
+        const c = await acquireClaim(l, payClaim(resourceKey));
+        await l.complete(c.key, c.epoch, { ok: true });
+        const record = await l.get(c.key);
+        if (!record) throw new Error('no record');
+        return record;
+      };
+      const old = await done(ledgerAt(-10 * DAY), 'order:old');
+      const recent = await done(ledgerAt(-2 * DAY), 'order:recent');
+      const s = new AuditStore(pool, schema);
+      expect(await s.writeBatch(eventsForRecord(old))).toMatchObject({ inserted: 2 });
+      // The audit trail keeps 5 days: the old row's events go with their partition.
+      const kept = await maintainAuditPartitions(pool, schema, { retentionMs: 5 * DAY, ahead: 1 });
+      expect(kept.dropped).toContain(partitionFor(new Date(Date.now() - 10 * DAY)).name);
+      expect(kept.idsPruned).toBe(2);
+
+      const sent: string[] = [];
+      const emitter = { record: (e: { eventId: string }) => sent.push(e.eventId) } as unknown as AuditEmitter;
+      const sweeper = ledgerAt(0);
+      const auditRetention = { retentionMs: 5 * DAY };
+      // Without the retention the sweeper waits for the dropped events, and sends them again.
+      expect(await sweepLedger(sweeper)).toMatchObject({ deleted: 0, pending: 2 });
+      const first = await sweepLedger(sweeper, { emitter, auditRetention });
+      expect(first).toMatchObject({ deleted: 1, pending: 1 });
+      expect(await sweeper.get(old.key)).toBeNull();
+      // Only the recent row's events are sent again (and the run's summary): none past the retention.
+      const recentIds = eventsForRecord(recent).map((e) => e.eventId);
+      expect(sent.filter((id) => recentIds.includes(id)).sort()).toEqual([...recentIds].sort());
+      expect(sent).toHaveLength(recentIds.length + 1);
+      // Once the recent row's events are stored, it goes too.
+      await s.writeBatch(eventsForRecord(recent));
+      expect(await sweepLedger(sweeper, { auditRetention })).toMatchObject({ deleted: 1, pending: 0 });
+    } finally {
+      for (const l of ledgers) await l.close();
       await t.query(`drop schema if exists ${schema} cascade`);
     }
   });

@@ -56,9 +56,25 @@ export function recordedTransitionEvent(
   return undefined;
 }
 
-/** The ids of {@link eventsForRecord}: what must be stored before the row (and its record of transitions) may go. */
-export function transitionEventIds(r: LedgerRecord): string[] {
-  return eventsForRecord(r).map((e) => e.eventId);
+/**
+ * The events of {@link eventsForRecord} the audit trail can still keep: those at or after
+ * `horizon`, the audit retention's (see `auditHorizon`); all of them without one. What the
+ * sweeper and the backfill send, never an event the retention has dropped.
+ */
+export function keptEventsForRecord(r: LedgerRecord, horizon: Date | undefined): AuditEvent[] {
+  const all = eventsForRecord(r);
+  if (horizon === undefined) return all;
+  const from = horizon.getTime();
+  return all.filter((e) => Date.parse(e.createdAt) >= from);
+}
+
+/**
+ * The ids of {@link keptEventsForRecord}: what must be stored before the row (and its record of
+ * transitions) may go. An event past the audit retention is not waited for: the row would
+ * otherwise outlive it for ever, its events sent again and dropped again.
+ */
+export function transitionEventIds(r: LedgerRecord, horizon?: Date): string[] {
+  return keptEventsForRecord(r, horizon).map((e) => e.eventId);
 }
 
 /**

@@ -94,6 +94,21 @@ export async function listAuditPartitions(
 }
 
 /**
+ * The audit retention's horizon, on the database clock: the start of the partition the
+ * retention's cutoff falls in. An event older than it is in a partition that
+ * {@link maintainAuditPartitions} drops with these options (or has dropped), so what waits for
+ * events (the sweeper) or sends them again (the sweeper, the backfill) treats it as stored: past
+ * the audit retention the trail keeps no event, whatever the ledger keeps. Undefined without a
+ * retention (events are kept for ever, and every one is waited for).
+ */
+export async function auditHorizon(db: SqlRunner, options: AuditPartitionOptions = {}): Promise<Date | undefined> {
+  if (options.retentionMs === undefined) return undefined;
+  const o = checkOptions(options);
+  const now = new Date((await db.query('select now() as now')).rows[0]?.now as Date);
+  return partitionFor(new Date(now.getTime() - options.retentionMs), o.partitionDays).from;
+}
+
+/**
  * Creates the partitions covering [from, to) that do not exist yet (concurrent callers are safe:
  * `if not exists`, and a range another caller just created is skipped). Returns the names created.
  * `parent`: the partitioned table (the migration builds it under another name first).

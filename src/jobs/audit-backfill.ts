@@ -3,8 +3,9 @@ import type pg from 'pg';
 import type { AuditEvent } from '../audit/audit-event.js';
 import { openCheckpoint, saveCheckpoint } from '../audit/backfill-checkpoint.js';
 import { auditBatchJob } from '../audit/batch-codec.js';
-import { eventsForRecord } from '../audit/derive.js';
+import { keptEventsForRecord } from '../audit/derive.js';
 import { drainOutboxBatches } from '../audit/outbox.js';
+import { type AuditPartitionOptions, auditHorizon } from '../audit/partitions.js';
 import { redriveFailedAuditBatches } from '../audit/redrive-failed.js';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { errorLabel } from '../errors/clean-name.js';
@@ -27,6 +28,11 @@ export type BackfillOptions = {
   pageSize?: number;
   /** Rate limit: at most this many ledger rows per second. @defaultValue unlimited */
   maxRowsPerSecond?: number;
+  /**
+   * The audit trail's retention, when its partitions are dropped (`maintainAuditPartitions`): the
+   * events it drops are not sent (see `auditHorizon`). @defaultValue every event is sent
+   */
+  auditRetention?: AuditPartitionOptions;
   /** Called after every page. */
   onProgress?: (p: BackfillProgress) => void | Promise<void>;
   signal?: AbortSignal;
@@ -63,12 +69,14 @@ export async function runBackfill(opts: BackfillOptions): Promise<BackfillProgre
   };
   const began = Date.now();
   let scannedHere = 0;
+  // Never an event the audit retention drops: it would be stored again, then dropped again.
+  const horizon = opts.auditRetention ? await auditHorizon(opts.pool, opts.auditRetention) : undefined;
   for (;;) {
     if (opts.signal?.aborted) return progress;
     const page = await scanLedger(opts.pool, schema, checkpoint.cursor, pageSize);
     if (page.records.length === 0) break;
     const events: AuditEvent[] = [];
-    for (const record of page.records) events.push(...eventsForRecord(record));
+    for (const record of page.records) events.push(...keptEventsForRecord(record, horizon));
     await enqueueEvents(opts.auditQueue, events);
     progress.rowsScanned += page.records.length;
     progress.eventsEnqueued += events.length;

@@ -1,8 +1,13 @@
 import { type ConnectionOptions, Job, Queue, Worker } from 'bullmq';
 import { type AuditEvent, eventIdFor } from '../audit/audit-event.js';
-import { eventsForRecord } from '../audit/derive.js';
+import { keptEventsForRecord } from '../audit/derive.js';
 import type { AuditEmitter } from '../audit/emitter.js';
-import { type AuditPartitionOptions, type AuditPartitionResult, maintainAuditPartitions } from '../audit/partitions.js';
+import {
+  type AuditPartitionOptions,
+  type AuditPartitionResult,
+  auditHorizon,
+  maintainAuditPartitions,
+} from '../audit/partitions.js';
 import { ConfirmationStore } from '../confirm/confirmation-store.js';
 import { type ConfirmationSweepResult, sweepConfirmations } from '../confirm/sweep.js';
 import { errorLabel } from '../errors/clean-name.js';
@@ -28,6 +33,14 @@ export type SweepOptions = {
    * it a run only deletes expired rows.
    */
   redrive?: RedriveOptions;
+  /**
+   * The audit trail's retention, as its partitions are dropped (`maintainAuditPartitions`): an
+   * event it drops is not waited for nor sent again (see `auditHorizon`), so a row kept longer
+   * than its events still goes. Without it every event is waited for: pass it whenever partitions
+   * are dropped, or rows whose events are gone would stay, their events sent again every run.
+   * `createSweeperWorker` passes its `auditPartitions`.
+   */
+  auditRetention?: AuditPartitionOptions;
 };
 
 export type RedriveOptions = {
@@ -73,10 +86,14 @@ export const ABANDONED_ERROR = {
 /**
  * Deletes expired terminal rows in bounded batches (never locked or unknown rows; rows another
  * transaction holds are skipped) and records one summary audit event per run. A row goes only
- * once the events of all its recorded transitions are stored; the events of the rows it keeps
- * are sent again through `emitter`. Then the answered confirmation requests of the operations no
- * longer in the ledger go, by the same rule (see {@link sweepConfirmations}). With `redrive`,
- * then re-drives stale locks (see {@link redriveStaleLocks}).
+import {
+  type AuditPartitionOptions,
+  type AuditPartitionResult,
+  auditHorizon,
+  maintainAuditPartitions,
+} from '../audit/partitions.js';
+import { ConfirmationStore } from '../confirm/confirmation-store.js';
+import { type ConfirmationSweepResult, sweepConfirmations } from '../confirm/sweep.js';
  */
 export async function sweepLedger(ledger: PostgresLedger, opts: SweepOptions = {}): Promise<SweepResult> {
   const batchSize = opts.batchSize ?? 1000;
@@ -85,12 +102,13 @@ export async function sweepLedger(ledger: PostgresLedger, opts: SweepOptions = {
   let batches = 0;
   let pending = 0;
   let after: SweepCursor | undefined;
+  const horizon = opts.auditRetention ? await auditHorizon(ledger.pool, opts.auditRetention) : undefined;
   while (batches < maxBatches) {
-    const page = await ledger.sweepPage(batchSize, after);
+    const page = await ledger.sweepPage(batchSize, after, horizon);
     batches++;
     deleted += page.deleted;
     pending += page.pending.length;
-    for (const r of page.pending) for (const e of eventsForRecord(r)) opts.emitter?.record(e);
+    for (const r of page.pending) for (const e of keptEventsForRecord(r, horizon)) opts.emitter?.record(e);
     if (page.scanned < batchSize || !page.next) break;
     after = page.next;
   }
@@ -264,6 +282,8 @@ export function createSweeperWorker(options: {
         ...(options.batchSize ? { batchSize: options.batchSize } : {}),
         ...(options.emitter ? { emitter: options.emitter } : {}),
         runId: job.id ?? String(job.timestamp),
+        // Events these partitions' retention drops are not waited for.
+        ...(partitions !== false && partitions.retentionMs !== undefined ? { auditRetention: partitions } : {}),
         // The jobs whose stale locks it re-drives live under the same connection and prefix.
         redrive: { connection: options.connection, ...(options.prefix ? { prefix: options.prefix } : {}) },
       });

@@ -79,6 +79,7 @@ export type SweepPage = {
   scanned: number;
   /** Expired rows kept because an event of theirs is not stored yet. */
   pending: LedgerRecord[];
+
   /** Where the next page starts; undefined when there were no candidates. */
   next: SweepCursor | undefined;
 };
@@ -381,11 +382,12 @@ export class PostgresLedger {
    * Deletes expired terminal rows among the next `batchSize` (never locked or unknown ones; rows
    * another transaction holds are skipped). A row's recorded transitions go with it, so a row is
    * deleted only when the audit event of every one of its transitions is stored in
-   * `audit_events`; the others are returned as `pending` (store their events, see
-   * `eventsForRecord`, and a later sweep deletes them). Pass `next` back as `after` to go on past
+   * `audit_events`, except the events older than `horizon` (the audit retention's, see
+   * `auditHorizon`: their partition is dropped, so they are never waited for); the others are returned as `pending` (store their events, see
+   * `keptEventsForRecord`, and a later sweep deletes them). Pass `next` back as `after` to go on past
    * them.
    */
-  async sweepPage(batchSize = 1000, after?: SweepCursor): Promise<SweepPage> {
+  async sweepPage(batchSize = 1000, after?: SweepCursor, horizon?: Date): Promise<SweepPage> {
     if (!Number.isInteger(batchSize) || batchSize < 1) {
       throw new IdempotencyConfigError('batchSize must be a positive integer', { option: 'batchSize' });
     }
@@ -402,7 +404,7 @@ export class PostgresLedger {
       ).rows as Row[];
       const records = rows.map(toRecord);
       // A row from before transitions were recorded has no record to keep: it goes as it did.
-      const ids = records.map((r) => (r.transitions === null ? [] : transitionEventIds(r)));
+      const ids = records.map((r) => (r.transitions === null ? [] : transitionEventIds(r, horizon)));
       const all = ids.flat();
       const stored = new Set<string>(
         all.length === 0
