@@ -2,7 +2,8 @@
  * The README's front door cannot drift: its TypeScript blocks, read in order as one module,
  * type-check against the library, and the same module RUNS against Postgres and Redis: the
  * tour's charge is committed once and unsealed exactly, a repeated enqueue is absorbed, and the
- * audit block's task ends up in its timeline. The tour runs as written, in a database of its own
+ * audit block's task ends up in its timeline, the observed worker's claim is counted and its spans
+ * nest under BullMQ's job span. The tour runs as written, in a database of its own
  * and a Redis database of its own (leased, so parallel runs never share one); its payments API
  * is served locally (test/helpers/payments-api.ts).
  */
@@ -41,12 +42,31 @@ console.log('TOUR ' + JSON.stringify({
   again: { added: __again.added, state: __again.state },
   status: __record?.status,
   task: __task.events.map((e) => [e.action, e.decision]),
+  claims: (await workerMetrics.registry.metrics()).split('\\n').filter((l) => l.startsWith('bullmq_idempotency_claims_total')),
+  spans: __spans(),
 }));
 process.exit(0);
 `;
 
+/**
+ * Before the tour: its payments API, and what an application's OpenTelemetry SDK would set up (a
+ * global tracer provider and context manager), exporting to memory so the spans can be read.
+ */
 const PRELUDE = `import { servePaymentsExample } from './helpers/payments-api.js';
+import { context as __otelContext, trace as __otelTrace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager as __Contexts } from '@opentelemetry/context-async-hooks';
+import { BasicTracerProvider as __Provider, InMemorySpanExporter as __Exporter, SimpleSpanProcessor as __Processor } from '@opentelemetry/sdk-trace-base';
 const __payments = await servePaymentsExample();
+const __exporter = new __Exporter();
+__otelContext.setGlobalContextManager(new __Contexts().enable());
+__otelTrace.setGlobalTracerProvider(new __Provider({ spanProcessors: [new __Processor(__exporter)] }));
+/** The library's finished spans: name, parent span's name, operation. */
+const __spans = () => {
+  const all = __exporter.getFinishedSpans();
+  const byId = new Map(all.map((s) => [s.spanContext().spanId, s]));
+  return all.filter((s) => s.name.startsWith('idempotency.')).map((s) =>
+    [s.name, byId.get(s.parentSpanContext?.spanId ?? '')?.name ?? null, s.attributes['idempotency.operation']]);
+};
 `;
 
 function withScratchFile<T>(source: string, fn: (file: string) => Promise<T>): Promise<T> {
@@ -128,7 +148,7 @@ describe('README', () => {
     });
   }, 180_000);
 
-  it("the tour runs as written: one charge, unsealed exactly; a repeat absorbed; the audit block's task in its timeline", async () => {
+  it("the tour runs as written: one charge, unsealed exactly; a repeat absorbed; the audit block's task in its timeline; the observed worker's metrics and spans", async () => {
     const run = await withDatabase(inject('databaseUrl'), (databaseUrl) =>
       withRedisDatabase(inject('redisUrl'), (redisUrl) =>
         withScratchFile(`${PRELUDE}${tourSource()}${EPILOGUE}\nexport {};\n`, (file) =>
@@ -155,5 +175,15 @@ describe('README', () => {
     expect(facts.status).toBe('completed');
     expect(facts.task).toContainEqual(['tool.send_email', 'allow']);
     expect(facts.task).toContainEqual(['idempotency.completed', 'allow']);
+    // The observed worker: one claim acquired, and its phases' spans under BullMQ's job span.
+    expect(facts.claims).toContain('bullmq_idempotency_claims_total{operation="mail.send",outcome="acquired"} 1');
+    expect(facts.spans).toEqual(
+      expect.arrayContaining([
+        ['idempotency.claim', 'process digests', 'mail.send'],
+        ['idempotency.run', 'process digests', 'mail.send'],
+        ['idempotency.complete', 'process digests', 'mail.send'],
+      ]),
+    );
+    expect(facts.spans).toHaveLength(3);
   }, 240_000);
 });
