@@ -6,6 +6,8 @@
  * Free of heavy imports: the CLI reads its configuration before loading ioredis.
  */
 
+import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
+
 export type RedisNode = { host: string; port: number };
 
 /** Where the queues are: a single Redis or the nodes of a cluster. */
@@ -14,10 +16,9 @@ export type RedisTarget =
   | { kind: 'cluster'; nodes: RedisNode[]; tls: boolean; username?: string; password?: string };
 
 /** `REDIS_URL` is none of the accepted forms; the message says which part and why. */
-export class RedisUrlError extends Error {
+export class RedisUrlError extends IdempotencyError<typeof ERROR_CODES.invalidRedisUrl> {
   constructor(message: string) {
-    super(message);
-    this.name = 'RedisUrlError';
+    super(ERROR_CODES.invalidRedisUrl, message, {});
   }
 }
 

@@ -42,6 +42,14 @@ export const ERROR_CODES = {
   usage: 'IDEMPOTENCY_USAGE',
   interrupted: 'IDEMPOTENCY_INTERRUPTED',
   commandFailed: 'IDEMPOTENCY_COMMAND_FAILED',
+  /** `REDIS_URL` (or a value given as it) is none of the accepted forms. */
+  invalidRedisUrl: 'IDEMPOTENCY_INVALID_REDIS_URL',
+  /** The operations process's HTTP server could not listen. */
+  httpListen: 'IDEMPOTENCY_HTTP_LISTEN',
+  /** A route of the operations HTTP server answers other than 2xx (`HttpError`). */
+  httpStatus: 'IDEMPOTENCY_HTTP_STATUS',
+  /** Internal to the wrapper (never reaches BullMQ): a ledger statement could not reach Postgres; the job waits. */
+  ledgerUnreachable: 'IDEMPOTENCY_LEDGER_UNREACHABLE',
   // The audit trail: thrown by the emitter and the writer, and the reasons of dead letters.
   auditEventTooLarge: 'AUDIT_EVENT_TOO_LARGE',
   auditEventInvalid: 'AUDIT_EVENT_INVALID',
@@ -100,6 +108,11 @@ export type IdempotencyErrorDetails = {
   IDEMPOTENCY_USAGE: { exitCode: number };
   IDEMPOTENCY_INTERRUPTED: { exitCode: number };
   IDEMPOTENCY_COMMAND_FAILED: { exitCode: number };
+  IDEMPOTENCY_INVALID_REDIS_URL: Record<never, never>;
+  IDEMPOTENCY_HTTP_LISTEN: { host: string; port: number; reason: string };
+  IDEMPOTENCY_HTTP_STATUS: { status: number; headers: Record<string, string> };
+  /** `what`: the statement that could not be made (`claim`, `complete`, `ctx.tx`…). */
+  IDEMPOTENCY_LEDGER_UNREACHABLE: { what: string };
   AUDIT_EVENT_TOO_LARGE: { eventId: string; bytes: number; limit: number };
   AUDIT_EVENT_INVALID: Record<never, never>;
   AUDIT_EVENT_LOST: Record<never, never>;

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { errorLabel } from '../errors/clean-name.js';
+import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 import type { Logger } from '../shared/logger.js';
 
 /** What a route answers: a status, a body (an object is sent as JSON) and extra headers. */
@@ -27,14 +28,14 @@ export type HttpRoute = {
 };
 
 /** An answer other than 2xx, thrown by a route: its status and a short public message. */
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-    this.name = 'HttpError';
+export class HttpError extends IdempotencyError<typeof ERROR_CODES.httpStatus> {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+
+  constructor(status: number, message: string, headers: Record<string, string> = {}) {
+    super(ERROR_CODES.httpStatus, message, { status, headers });
+    this.status = status;
+    this.headers = headers;
   }
 }
 

@@ -11,6 +11,7 @@ import { describeRedisUrl } from '../config/redis-url.js';
 import { checkRedis, connectPostgres, openRedis, type RedisConnection } from '../config/services.js';
 import { confirmationHttpHandler } from '../confirm/http-handler.js';
 import { errorLabel } from '../errors/clean-name.js';
+import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from '../jobs/audit-backfill.js';
 import { createAuditWriter } from '../jobs/audit-writer.js';
 import { createSweeperWorker, DEFAULT_SWEEPER_QUEUE, scheduleLedgerSweeper } from '../jobs/ledger-sweeper.js';
@@ -29,14 +30,16 @@ const FORCE_CLOSE_MS = 2_000;
 const START_CHECK_TIMEOUT_MS = 5_000;
 
 /** The HTTP server could not listen (the port is taken, the host is not this machine's). */
-export class HttpListenError extends Error {
-  constructor(
-    readonly host: string,
-    readonly port: number,
-    readonly reason: string,
-  ) {
-    super(`cannot serve HTTP on ${host}:${port}: ${reason}`);
-    this.name = 'HttpListenError';
+export class HttpListenError extends IdempotencyError<typeof ERROR_CODES.httpListen> {
+  readonly host: string;
+  readonly port: number;
+  readonly reason: string;
+
+  constructor(host: string, port: number, reason: string) {
+    super(ERROR_CODES.httpListen, `cannot serve HTTP on ${host}:${port}: ${reason}`, { host, port, reason });
+    this.host = host;
+    this.port = port;
+    this.reason = reason;
   }
 }
 

@@ -1,3 +1,5 @@
+import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
+
 /**
  * "The database could not be asked": the connection was refused, reset or cut, it timed out, the
  * server is shutting down, starting up or full. Distinct from what the database answered (a
@@ -63,13 +65,12 @@ export function isInfraError(err: unknown): boolean {
  * into a delayed job (no BullMQ attempt used) and never hands it to BullMQ; `cause` is the
  * driver's error.
  */
-export class LedgerUnreachableError extends Error {
-  constructor(
-    readonly what: string,
-    cause: unknown,
-  ) {
-    super(`the ledger could not be reached (${what})`, { cause });
-    this.name = 'LedgerUnreachableError';
+export class LedgerUnreachableError extends IdempotencyError<typeof ERROR_CODES.ledgerUnreachable> {
+  readonly what: string;
+
+  constructor(what: string, cause: unknown) {
+    super(ERROR_CODES.ledgerUnreachable, `the ledger could not be reached (${what})`, { what }, { cause });
+    this.what = what;
   }
 }
 

@@ -7,6 +7,7 @@ import type { AttemptEvents } from './attempt-events.js';
 import type { AttemptScope } from './attempt-scope.js';
 import { unrecoverable } from './bullmq-signals.js';
 import type { ErrorClass } from './classify.js';
+import { LedgerUnreachableError } from './infra-error.js';
 import { type Landed, landedAs, landedCompletion, persist } from './persist.js';
 import type { RunnerSettings } from './runner-settings.js';
 
@@ -59,7 +60,8 @@ export class OutcomeRecorder {
         );
         throw err;
       }
-      if (!isIdempotencyError(err)) throw err;
+      // Not a refusal of the value: the ledger could not be asked, and the job waits to ask again.
+      if (err instanceof LedgerUnreachableError || !isIdempotencyError(err)) throw err;
       await this.markUnknown(scope, epoch, recordedError(err, this.s.keyring), signal);
       throw scope.stepId === undefined ? unrecoverable(err) : new UnknownOutcomeError({ key: scope.k, epoch });
     }
