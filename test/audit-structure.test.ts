@@ -538,6 +538,47 @@ describe('dead letters (writer, Postgres, Redis)', () => {
 });
 
 describe('the store holds every event to the grammars, whoever made it', () => {
+  it("details written straight to the store are redacted by the emitters' policy; an emitter's event lands as it left the emitter", async () => {
+    const store = new AuditStore(ledger.pool, t.schema, policy);
+    const email = `${pick(NAMES)}.${hex(3)}@example.com`;
+    const token = `sk_live_${b64url(18)}`;
+    const base: AuditEvent = {
+      eventId: eventIdFor('store-details', hex(4)),
+      actorType: 'user',
+      actorId: 'alice',
+      action: 'idempotency.invalidated',
+      resourceType: 'idempotency_key',
+      resourceId: 'acme:order%3A9:v1',
+      decision: 'allow',
+      createdAt: new Date().toISOString(),
+      taskId: 'task-store-details',
+      phase: 'outcome',
+      details: { via: 'library', previousStatus: 'completed', reason: `asked by ${email}`, password: token },
+    };
+    const decision: AuditEvent = {
+      ...base,
+      eventId: eventIdFor('store-details', hex(4)),
+      actorType: 'agent',
+      action: 'tool.charge',
+      details: { amount: 5, note: `card holder ${email}, key ${token}` },
+    };
+    const emitted = redactEvent({ ...decision, eventId: eventIdFor('store-details', hex(4)) });
+    expect(await store.writeBatch([base, decision, emitted])).toMatchObject({ inserted: 3, deadLettered: 0 });
+    const rows = (
+      await t.query(`select event_id, details from ${t.schema}.audit_events where task_id = 'task-store-details'`)
+    ).rows as { event_id: string; details: Record<string, unknown> }[];
+    const byId = new Map(rows.map((r) => [r.event_id, r.details]));
+    const all = JSON.stringify(rows);
+    expectAbsent(all, email);
+    expectAbsent(all, token);
+    // The library's own facts stay readable; the reason's address is masked, the password gone.
+    expect(byId.get(base.eventId)).toMatchObject({ via: 'library', previousStatus: 'completed' });
+    expect(byId.get(base.eventId)?.reason).toMatch(/^asked by .*@example\.com$/);
+    expect(byId.get(decision.eventId)).toMatchObject({ amount: 5 });
+    // What an emitter redacted is stored as it is.
+    expect(byId.get(emitted.eventId)).toEqual(emitted.details);
+  });
+
   it('an event written straight to the store (the CLI, the backfill) with dirty fields lands with refs', async () => {
     const store = new AuditStore(ledger.pool, t.schema, policy);
     const values = sensitiveValues();

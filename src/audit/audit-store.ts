@@ -12,7 +12,7 @@ import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventReason } from './dead-letter-reason.js';
 import { isIdentifier, isLibraryKey } from './identifier-grammar.js';
 import { createAuditPartitions } from './partitions.js';
-import { fieldGrammarRedactor } from './redact-event.js';
+import { storeRedactor } from './redact-event.js';
 
 /** Columns of audit_events and the camelCase field each comes from. */
 const COLUMNS: [string, keyof AuditEvent, string][] = [
@@ -75,8 +75,8 @@ export class AuditStore {
   private readonly structure: (e: AuditEvent) => AuditEvent;
 
   /**
-   * @param policy holds every event's clear-text fields to their grammars and scrubs what goes to
-   * the dead-letter table; its keys make the references, so pass the emitters' policy (the same
+   * @param policy holds every event's clear-text fields to their grammars, redacts its details as
+   * the emitters do (see `storeRedactor`) and scrubs what goes to the dead-letter table; its keys make the references, so pass the emitters' policy (the same
    * keyring) to keep them matchable. @defaultValue DEFAULT_REDACTION_POLICY
    * @param options prepared statements and pool errors; a pool without an `'error'` listener gets
    * the library's (a dropped idle connection must not end the process).
@@ -88,7 +88,7 @@ export class AuditStore {
     options: AuditStoreOptions = {},
   ) {
     watchPoolErrors(pool, options.logger);
-    this.structure = fieldGrammarRedactor(policy);
+    this.structure = storeRedactor(policy);
     const s = checkSchema(schema);
     this.insertName =
       (options.preparedStatements ?? DEFAULT_PREPARED_STATEMENTS) ? statementName('audit_insert', s) : undefined;
@@ -138,8 +138,8 @@ export class AuditStore {
     let asIs = json !== undefined;
     for (const e of raw) {
       if (isAuditEvent(e)) {
-        // Every event's clear-text fields pass their grammars here, whoever produced it (an
-        // emitter, the backfill, the CLI): the same check the emitter makes, so usually a no-op.
+        // Every event is held to the emitters' policy here, whoever produced it (an emitter, the
+        // backfill, the CLI): fields to their grammars, details redacted; usually a no-op.
         const structured = this.structure(e);
         if (structured !== e) asIs = false;
         valid.push(structured);

@@ -2,6 +2,7 @@ import type { RedactionPolicy } from '../redaction/define-policy.js';
 import type { HmacKeyring } from '../redaction/hmac-keyring.js';
 import { engineOf } from '../redaction/policy-engine.js';
 import { mergeReceipts, ReceiptBuilder, type RedactionReceipt } from '../redaction/receipt.js';
+import { redact } from '../redaction/redact.js';
 import { redactDetails } from '../redaction/redact-details.js';
 import type { AuditEvent } from './audit-event.js';
 import { boundFields } from './bound-fields.js';
@@ -190,5 +191,33 @@ export function auditRedactor(policy: RedactionPolicy): AuditRedactor {
       else if (!addsNothing(before, receipt)) out.redaction = mergeReceipts(before, receipt);
     }
     return out;
+  };
+}
+
+/**
+ * The writer's redaction of every event before Postgres, whoever made it (an emitter, the
+ * backfill, the CLI, an operator's call from code, another producer), by the emitters' policy:
+ * the field grammars and bounds (as {@link fieldGrammarRedactor}), then the policy's field
+ * classes and value scanners over the details (a password field, an e-mail address or a token in
+ * a note, an operator's reason scanned with the application's own scanners too). The details
+ * allow-list stays where events are made (the emitter, {@link auditRedactor}), which knows the
+ * processor's actions; a writer may serve many. Idempotent: an emitter's event is unchanged.
+ * Returns the event itself when nothing changed.
+ */
+export function storeRedactor(policy: RedactionPolicy): AuditRedactor {
+  const grammars = fieldGrammarRedactor(policy);
+  return (event: AuditEvent): AuditEvent => {
+    const structured = grammars(event);
+    const details = structured.details;
+    if (!details) return structured;
+    const r = redact(details, policy, { rootPath: '$.details' });
+    // Copy-on-write: the same object back when no value was redacted.
+    if (r.value === details) return structured;
+    const before = structured.redaction as RedactionReceipt | undefined;
+    return {
+      ...structured,
+      details: r.value as Record<string, unknown>,
+      redaction: before ? mergeReceipts(before, r.receipt) : r.receipt,
+    };
   };
 }
