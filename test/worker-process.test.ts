@@ -4,6 +4,7 @@
  * `startOperationsProcess`.
  */
 import { spawn } from 'node:child_process';
+import { type AddressInfo, createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AUDIT_JOB_NAME } from '../src/audit/emitter.js';
@@ -13,6 +14,7 @@ import { startOperationsProcess } from '../src/ops/operations-process.js';
 import { EXIT } from '../src/ops/run.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
+import { TEST_KEYRING_SPEC } from './helpers/keyring.js';
 import { type Collected, childEnv, collect, finished, ROOT, runTs, spawnTs } from './helpers/spawn.js';
 
 /** The CLI's entry point (the package's bin), run from source. */
@@ -153,16 +155,25 @@ describe('operations process (bullmq-idempotency start)', () => {
     }
   }, 120_000);
 
-  it('every start-up failure is one line and a documented exit code: configuration 3, not migrated 3, unreachable 4', async () => {
+  it('every start-up failure is one line and a documented exit code: configuration 3, not migrated 3, a taken HTTP port 3, unreachable 4', async () => {
     const run = (env: Record<string, string | undefined>, ...flags: string[]) =>
       runTs(CLI, ['start', ...flags], childEnv(vars(env)), 100_000);
-    const [badEnv, badFlag, notMigrated, noPostgres, noRedis] = await Promise.all([
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const takenPort = (taken.address() as AddressInfo).port;
+    const [badEnv, badFlag, notMigrated, noPostgres, noRedis, portTaken] = await Promise.all([
       run({ BQI_SHUTDOWN_TIMEOUT_MS: 'soon', REDIS_URL: undefined }),
       run({}, '--database-url', 'mysql://db/x'),
       run({}, '--schema', 'never_migrated_here'),
       run({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test' }),
       run({}, '--redis-url', 'redis://127.0.0.1:1'),
-    ]);
+      run({
+        BQI_HTTP_PORT: String(takenPort),
+        BQI_HTTP_HOST: '127.0.0.1',
+        BQI_AUDIT_QUEUE: 'audit-port',
+        BQI_KEYRING: TEST_KEYRING_SPEC, // else its warning is a log line before the fatal one
+      }),
+    ]).finally(() => new Promise((resolve) => taken.close(resolve)));
     expect(EXIT).toMatchObject({ config: 3, unreachable: 4 });
     expect(badEnv.code).toBe(EXIT.config);
     expect(badEnv.stderr).toBe(
@@ -186,7 +197,9 @@ describe('operations process (bullmq-idempotency start)', () => {
     );
     expect(noRedis.code).toBe(EXIT.unreachable);
     expect(noRedis.stderr).toMatch(/^cannot reach Redis at redis:\/\/127\.0\.0\.1:1: [^\n]+\n$/);
-    for (const r of [badEnv, badFlag, notMigrated, noPostgres, noRedis]) {
+    expect(portTaken.code).toBe(EXIT.config);
+    expect(portTaken.stderr).toBe(`cannot serve HTTP on 127.0.0.1:${takenPort}: EADDRINUSE\n`);
+    for (const r of [badEnv, badFlag, notMigrated, noPostgres, noRedis, portTaken]) {
       // The fatal line on stdout is the only log line; no stack anywhere.
       expect(r.stdout.trim().split('\n')).toHaveLength(1);
       expect(`${r.stdout}${r.stderr}`).not.toMatch(/\n\s+at /);
