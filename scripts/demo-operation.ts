@@ -5,6 +5,7 @@ import { z } from 'zod';
 import {
   AuditEmitter,
   auditRedactor,
+  ConfirmationDeniedError,
   DEFAULT_AUDIT_QUEUE,
   defineKeyring,
   defineOperation,
@@ -21,6 +22,9 @@ export const DEMO_WORKER_TIMING = { lockDuration: 2_000, stalledInterval: 1_000,
 
 /** The task whose audit trail the demo prints: the charge whose worker is killed. */
 export const DEMO_TASK = 'task-42';
+
+/** The task of the large charge that waits for a person's yes. */
+export const DEMO_CONFIRM_TASK = 'task-43';
 
 /** The audit queue under the demo's prefix: the CLI's default `BQI_AUDIT_QUEUE`. */
 export const DEMO_AUDIT_QUEUE = DEFAULT_AUDIT_QUEUE;
@@ -78,6 +82,29 @@ export function chargeProcessor(downstreamUrl: string, decide = false, onCommitt
     if (res.status >= 500) throw new DownstreamUnavailableError(res.status);
     if (onCommitted) return onCommitted();
     return { chargeId: res.body.id };
+  };
+}
+
+/** Charges from this amount (in cents) wait for a person's yes before they run. */
+export const CONFIRM_FROM_CENTS = 100_000;
+
+/**
+ * The charge processor for large amounts: from {@link CONFIRM_FROM_CENTS} it asks a person
+ * first (`ctx.confirm`), and charges only after a yes; a no is a recorded failure.
+ */
+export function confirmedChargeProcessor(downstreamUrl: string) {
+  const charge = chargeProcessor(downstreamUrl);
+  return async (input: ChargeInput, ctx: ProcessorContext): Promise<ChargeResult> => {
+    if (input.amount >= CONFIRM_FROM_CENTS) {
+      const answer = await ctx.confirm({
+        name: 'large-charge',
+        reason: `charge ${input.amount} cents for order ${input.order}`,
+        timeout: '10m',
+        onTimeout: 'deny',
+      });
+      if (!answer.approved) throw new ConfirmationDeniedError(answer);
+    }
+    return charge(input, ctx);
   };
 }
 

@@ -1,4 +1,5 @@
 /** What `npm run demo` prints on stdout: the table, what it means, the audit side, the next steps. */
+import type { AuditEvent } from '../src/index.js';
 import { DEMO_TASK } from './demo-operation.js';
 
 export type Row = { scenario: string; intents: number; commits: number; ledger: string; outcome: string };
@@ -35,6 +36,34 @@ export const TIMELINE_INTRO = [
   'attempt recorded its decision with ctx.audit() (tool.charge_card). system:backfill marks the events',
   'the backfill below restored.',
 ];
+
+export const CONFIRMATION_INTRO = (id: string) => [
+  `The large charge (order H-800) asked a person first with ctx.confirm(); the demo answered as an operator`,
+  `would (\`${cliLine(`confirm ${id} --approve --reason "invoice checked" --actor ops-alice`).trim()}\`). Its trail:`,
+];
+
+/** An operation's stored events, one after the other: the action, and what decided it when that is not plain. */
+export function trailLine(events: readonly AuditEvent[]): string {
+  const steps = events
+    .filter((e) => e.stepId === undefined)
+    .map((e) => {
+      const note =
+        e.actorType === 'user'
+          ? `${e.decision} by user:${e.actorId}`
+          : e.decision !== 'allow'
+            ? e.decision
+            : (e.reasonCode ?? '');
+      return note ? `${e.action} (${note})` : e.action;
+    });
+  // Wrapped at about 100 columns, each line indented, a continued one starting with the arrow.
+  const lines: string[] = [];
+  for (const step of steps) {
+    const last = lines.at(-1);
+    if (last !== undefined && last.length + step.length + 3 <= 100) lines[lines.length - 1] = `${last} → ${step}`;
+    else lines.push(last === undefined ? `  ${step}` : `  → ${step}`);
+  }
+  return lines.join('\n');
+}
 
 export function cliLine(args: string): string {
   return `  npm run cli -- ${args}`;

@@ -17,8 +17,10 @@ import { isDeepStrictEqual } from 'node:util';
 import { type Job, Queue, Worker } from 'bullmq';
 import {
   AuditStore,
+  answerConfirmation,
   createAuditWriter,
   type IdempotentProcessor,
+  listConfirmations,
   migrate,
   PostgresLedger,
   parseKeyringSpec,
@@ -36,13 +38,15 @@ import {
   type ChargeResult,
   chargeOperation,
   chargeProcessor,
+  confirmedChargeProcessor,
   DEMO_AUDIT_QUEUE,
+  DEMO_CONFIRM_TASK,
   DEMO_TASK,
   DEMO_WORKER_TIMING,
   demoAuditEmitter,
   demoPolicy,
 } from './demo-operation.js';
-import { cliLine, LEGEND, type Row, TIMELINE_INTRO, table } from './demo-report.js';
+import { CONFIRMATION_INTRO, cliLine, LEGEND, type Row, TIMELINE_INTRO, table, trailLine } from './demo-report.js';
 import { services } from './services.js';
 
 const USAGE = 'usage: npm run demo [-- --keep | -- --clean <id>]';
@@ -112,6 +116,17 @@ async function finished(q: Queue, jobId: string, timeoutMs = 30_000): Promise<Fi
     const state = await q.getJobState(jobId);
     if (state === 'completed' || state === 'failed') return { job: (await q.getJob(jobId)) as Job, state };
     if (Date.now() > deadline) throw new Error(`job ${jobId} did not finish (${state})`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Polls `look` until it returns a value. */
+async function until<T>(look: () => Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const found = await look();
+    if (found !== undefined) return found;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -189,7 +204,14 @@ function startDoomedWorker() {
 const doomed = startDoomedWorker();
 
 /** What the audit side of the demo found, printed after the table. */
-const told: { unknownKey?: string; unknownCharge?: string | undefined; timeline?: string; backfill?: string[] } = {};
+const told: {
+  unknownKey?: string;
+  unknownCharge?: string | undefined;
+  timeline?: string;
+  backfill?: string[];
+  confirmation?: string;
+  confirmationTrail?: string;
+} = {};
 
 try {
   const idem = chargeOperation('idempotent');
@@ -340,6 +362,38 @@ try {
     };
   });
 
+  await scenario('large charge, approved by an operator', async () => {
+    const q = queue();
+    worker(q, wrap(idem, confirmedChargeProcessor(ds.url)));
+    const order = 'H-800';
+    const { jobId, key } = await idem.enqueue(q, { order, amount: 250_000 }, { taskId: DEMO_CONFIRM_TASK });
+    // The job asks, gives its lease back and waits in BullMQ's delayed set: nothing is charged yet.
+    const request = await until(async () => {
+      const [c] = await listConfirmations({ pool: ledger.pool, schema, pending: true });
+      if (!c || c.waiters.length === 0 || (await ledger.get(key))?.status !== 'released') return undefined;
+      return (await q.getJobState(jobId)) === 'delayed' ? c : undefined;
+    }, 'the large charge to wait for its confirmation');
+    const chargedBefore = ds.effectsFor({ order }).length;
+    // An operator says yes (the CLI's `confirm` runs the same function); the waiting job wakes at once.
+    await answerConfirmation({
+      pool: ledger.pool,
+      schema,
+      id: request.id,
+      approve: true,
+      actor: 'ops-alice',
+      comment: 'invoice checked',
+      auditStore: new AuditStore(ledger.pool, schema, demoPolicy(keyring)),
+      queue: () => q,
+    });
+    const job = await finished(q, jobId);
+    told.confirmation = request.id;
+    return {
+      intents: 1,
+      ledger: await ledgerState(key),
+      outcome: `${outcome([job])}; ${chargedBefore} charges before ${request.id} was approved by ops-alice`,
+    };
+  });
+
   // The audit side: every transition above, and the decisions, are in audit_events by now.
   await audit.flush();
   await auditWritten(auditQueue);
@@ -351,6 +405,8 @@ try {
   ];
   const t = await timeline({ taskId: DEMO_TASK }, { store: new AuditStore(ledger.pool, schema), ledger });
   told.timeline = renderTimeline(t);
+  const c = await timeline({ taskId: DEMO_CONFIRM_TASK }, { store: new AuditStore(ledger.pool, schema), ledger });
+  told.confirmationTrail = trailLine(c.events);
 } finally {
   for (const close of closers) await close().catch(() => {});
   await ds.close();
@@ -378,6 +434,9 @@ console.log();
 console.log(told.timeline);
 console.log();
 for (const l of told.backfill ?? []) console.log(l);
+console.log();
+for (const l of CONFIRMATION_INTRO(told.confirmation ?? '?')) console.log(l);
+console.log(told.confirmationTrail);
 console.log();
 const key = told.unknownKey as string;
 console.log(

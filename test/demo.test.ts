@@ -50,15 +50,29 @@ describe('npm run demo -- --keep', () => {
   it('exits 0 with one commit per intent in every scenario', () => {
     expect(demo.code, demo.stderr).toBe(0);
     const rows = demo.stdout.split('\n').filter((l) => /^\S.*\s{2}\d+\s+\d+\s{2}/.test(l));
-    expect(rows).toHaveLength(7);
+    expect(rows).toHaveLength(8);
     for (const r of rows) expect(r).toMatch(/\s{2}1\s+1\s{2}/);
-    expect(demo.stdout).toContain('OK: 7 commits for 7 intents');
+    expect(demo.stdout).toContain('OK: 8 commits for 8 intents');
     expect(rowOf('duplicate adds')).toMatch(/completed \(epoch 1\)\s+5 adds → 4 jobs: 4× ok/);
     expect(rowOf('lost response, downstream has no idempotent API')).toMatch(/unknown \(epoch 1\)/);
     // The original always wins; the changed copy is refused before it runs.
     expect(rowOf('same key, changed amount')).toMatch(/original ok .*; changed failed: IDEMPOTENCY_CONFLICT$/);
     expect(rowOf('worker killed')).toMatch(/completed \(epoch 3\)/);
     expect(rowOf('sealed result')).toContain('unsealed = returned: true; token in Redis keys: 0, in the ledger: 0');
+    // Charged once, and only after the operator's yes.
+    expect(rowOf('large charge, approved by an operator')).toMatch(
+      /completed \(epoch 2\)\s+ok \{"chargeId":"eff_8".*\}; 0 charges before cf-1 was approved by ops-alice$/,
+    );
+  });
+
+  it("prints the large charge's trail: the request, the lease given back, the operator's yes, the completion", () => {
+    expect(demo.stdout).toContain(
+      [
+        '  idempotency.claimed → confirmation.request (pending_confirmation)',
+        '  → idempotency.released (CONFIRMATION_PENDING) → confirmation.answer (allow by user:ops-alice)',
+        '  → idempotency.claimed → idempotency.completed',
+      ].join('\n'),
+    );
   });
 
   it("prints the task's timeline: claimed, a failed attempt, a takeover, the decisions, the completion, a replay", async () => {
@@ -78,9 +92,9 @@ describe('npm run demo -- --keep', () => {
   });
 
   it('restores the deleted audit events with the backfill, and says how many', async () => {
-    expect(demo.stdout).toMatch(/Audit backfill: 7 events deleted/);
-    expect(demo.stdout).toMatch(/stored 7 of them again \(the deleted ids exactly\)/);
-    // What it says is what the kept trail holds: the 7 rows the backfill wrote, and no event twice.
+    expect(demo.stdout).toMatch(/Audit backfill: 8 events deleted/);
+    expect(demo.stdout).toMatch(/stored 8 of them again \(the deleted ids exactly\)/);
+    // What it says is what the kept trail holds: the 8 rows the backfill wrote, and no event twice.
     const db = new pg.Client({ connectionString: databaseUrl });
     await db.connect();
     try {
@@ -90,7 +104,7 @@ describe('npm run demo -- --keep', () => {
                 count(*)::int as n, count(distinct event_id)::int as ids
          from ${schema}.audit_events`,
       );
-      expect(rows[0]).toMatchObject({ restored: 7 });
+      expect(rows[0]).toMatchObject({ restored: 8 });
       expect(rows[0].n).toBe(rows[0].ids);
     } finally {
       await db.end();
@@ -110,14 +124,15 @@ describe('npm run demo -- --keep', () => {
     expect(Object.keys(kept).sort()).toEqual(['BQI_KEYRING', 'BQI_PREFIX', 'BQI_SCHEMA']);
     const op = chargeOperation('none');
     const key = boundedKey(op.keyFor(op.parseInput({ order: 'C-300', amount: 450 })));
-    const [stats, list, inspect, timeline] = await Promise.all([
+    const [stats, list, inspect, timeline, confirmations] = await Promise.all([
       cli(['stats']),
       cli(['list', '--status', 'unknown']),
       cli(['inspect', key]),
       cli(['timeline', DEMO_TASK]),
+      cli(['confirmations', 'list']),
     ]);
     expect(stats.code, stats.stderr).toBe(0);
-    expect(stats.stdout).toMatch(/completed\s+6/);
+    expect(stats.stdout).toMatch(/completed\s+7/);
     expect(stats.stdout).toMatch(/unknown\s+1/);
     expect(list.code, list.stderr).toBe(0);
     expect(list.stdout.split('\n').filter((l) => l.startsWith(key))).toHaveLength(1);
@@ -127,6 +142,8 @@ describe('npm run demo -- --keep', () => {
     // The CLI tells the same story the demo printed, line for line.
     expect(demo.stdout).toContain(timeline.stdout.trim());
     expect(actions(timeline.stdout)).toHaveLength(9);
+    expect(confirmations.code, confirmations.stderr).toBe(0);
+    expect(confirmations.stdout).toMatch(/^cf-1 {2}payments\.charge \/ large-charge {2}approved by user:ops-alice at /);
   });
 
   it('--clean removes what it kept', async () => {
