@@ -20,7 +20,7 @@ import {
 } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { bull, settled } from './helpers/bullmq.js';
-import { TestContext } from './helpers/context.js';
+import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
 
 const t = new TestContext('observability');
@@ -154,5 +154,66 @@ describe('worker observability', () => {
     const everything = JSON.stringify(spans.map((s) => ({ a: s.attributes, e: s.events, st: s.status })));
     expect(everything).not.toContain('4000000000000002');
     expect(everything).not.toContain('declined card');
+  });
+
+  it('counts in-progress waits and unknown outcomes: a copy that finds the key running waits, then replays; a none downstream that throws is unknown', async () => {
+    const registry = new Registry();
+    const observer = createIdempotencyMetrics({ registry });
+    const send = defineOperation({
+      name: 'obs.send',
+      namespace: 'acme/obs.send',
+      version: 'v1',
+      input: z.object({ to: z.string(), fail: z.boolean() }),
+      effect: (i) => i,
+      resourceKey: (i) => `send:${i.to}`,
+      retention: '1h',
+      lease: '5s',
+      downstream: 'none',
+    });
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let runs = 0;
+    const queue = b.queue('obs-waits');
+    const worker = b.worker(
+      'obs-waits',
+      withIdempotency(
+        send,
+        async (input) => {
+          runs++;
+          if (input.fail) throw new Error('the downstream hung up');
+          await held;
+          return { sent: true };
+        },
+        { ledger, keyring: testKeyring, observer, inProgressPollMs: 50 },
+      ),
+      { concurrency: 2 },
+    );
+    const claims = async (outcome: string) =>
+      (await read(registry)).get(`bullmq_idempotency_claims_total{operation="obs.send",outcome="${outcome}"}`) ?? 0;
+    try {
+      const first = await send.enqueue(queue, { to: 'a', fail: false });
+      const copy = await queue.add('obs.send', (await queue.getJob(first.jobId))?.data, { jobId: 'copy' });
+      await waitFor(async () => (await claims('in_progress')) >= 1, 'the copy to find the key in progress');
+      release();
+      expect((await settled(queue, first.jobId)).state).toBe('completed');
+      expect((await settled(queue, copy.id as string)).state).toBe('completed');
+
+      const lost = await send.enqueue(queue, { to: 'b', fail: true });
+      expect((await settled(queue, lost.jobId)).state).toBe('failed');
+      const again = await queue.add('obs.send', (await queue.getJob(lost.jobId))?.data, { jobId: 'again' });
+      expect((await settled(queue, again.id as string)).state).toBe('failed');
+    } finally {
+      await worker.close();
+      await queue.close();
+    }
+    expect(runs).toBe(2);
+    expect(await claims('acquired')).toBe(2);
+    expect(await claims('replayed')).toBe(1);
+    expect(await claims('in_progress')).toBeGreaterThanOrEqual(1);
+    expect(await claims('unknown')).toBe(1);
+    // The attempt that left the outcome unknown, and the copy that met it.
+    expect((await read(registry)).get('bullmq_idempotency_unknown_total{operation="obs.send"}')).toBe(2);
   });
 });
