@@ -463,4 +463,40 @@ describe('bullmq-idempotency CLI', () => {
       await t.query(`delete from ${t.schema}.audit_outbox`);
     }
   });
+
+  it('takes the connection flags before or after the command; a flag wins over its variable, and its errors name it', async () => {
+    const key = await completed('flags:1', { assetId: 'f1' });
+    const unset = { DATABASE_URL: undefined, REDIS_URL: undefined, BQI_SCHEMA: undefined, BQI_PREFIX: undefined };
+    const [after, before, wins, named] = await Promise.all([
+      cli(['inspect', key, '--json', '--database-url', t.databaseUrl, '--schema', t.schema], unset),
+      cli(
+        [
+          '--database-url',
+          t.databaseUrl,
+          '--redis-url',
+          t.redisUrl,
+          '--schema',
+          t.schema,
+          '--prefix',
+          t.prefix,
+          'stats',
+          '--json',
+        ],
+        unset,
+      ),
+      cli(['inspect', key, '--json', '--database-url', t.databaseUrl], {
+        DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test',
+      }),
+      cli(['stats', '--database-url', 'mysql://db/x'], { DATABASE_URL: undefined }),
+    ]);
+
+    expect(after.code, after.stderr).toBe(0);
+    expect(JSON.parse(after.stdout)).toMatchObject({ key, status: 'completed' });
+    expect(before.code, before.stderr).toBe(0);
+    expect(JSON.parse(before.stdout)).toMatchObject({ schema: t.schema, audit: { queue: { failed: 0 } } });
+    expect(wins.code, wins.stderr).toBe(0);
+    expect(JSON.parse(wins.stdout)).toMatchObject({ key });
+    expect(named.code).toBe(3);
+    expect(named.stderr).toBe('error: BQI_CONFIG: --database-url must be a postgres:// URL\n');
+  });
 });
