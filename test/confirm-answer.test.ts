@@ -115,10 +115,12 @@ describe('confirmation requests', () => {
     // then has the request, the wait and the answer with who gave it.
     const audit = new AuditStore(pool, t.schema);
     await audit.writeBatch([confirmationEvent('requested', c)]);
-    const pendingNow = Number(
-      (await t.query(`select count(*) as n from ${t.schema}.idempotency_confirmations where status = 'pending'`))
-        .rows[0]?.n,
-    );
+    const pendingRow = (
+      await t.query(
+        `select count(*)::int as n, min(requested_at) as oldest from ${t.schema}.idempotency_confirmations where status = 'pending'`,
+      )
+    ).rows[0] as { n: number; oldest: Date };
+    const pendingNow = pendingRow.n;
     // Independent of each other: run at once (each is a process start on a loaded machine).
     const [again, conflicting, unknownId, neither, stats] = await Promise.all([
       cli(['confirm', c.id, '--approve', '--reason', 'clicked twice', '--actor', 'bob']),
@@ -127,7 +129,10 @@ describe('confirmation requests', () => {
       cli(['confirm', c.id, '--reason', 'x']),
       cli(['stats', '--json']),
     ]);
-    expect(JSON.parse(stats.stdout).confirmations).toMatchObject({ pending: pendingNow });
+    expect(JSON.parse(stats.stdout).confirmations).toEqual({
+      pending: pendingNow,
+      oldestPendingAt: pendingRow.oldest.toISOString(),
+    });
     expect(pendingNow).toBeGreaterThan(0);
     const story = await timeline({ taskId: c.taskId as string }, { store: audit, ledger });
     expect(story.confirmations).toEqual([

@@ -23,6 +23,7 @@ import {
   spawnConfirmWorker,
 } from './helpers/confirm-worker.js';
 import { TestContext, waitFor } from './helpers/context.js';
+import { testKeyring } from './helpers/keyring.js';
 import { childEnv, runTs } from './helpers/spawn.js';
 
 const t = new TestContext('confirm_worker');
@@ -147,6 +148,14 @@ describe('ctx.confirm() across worker processes', () => {
     expect((await ledger.get(keyOf(order)))?.status).toBe('released'); // no lease held while it waits
     expect(quotes(order)).toBe(1);
     expect(charges(order)).toBe(0);
+    // The request's details are kept only sealed: neither the amount nor the quote in clear.
+    const quoteId = ds.effectsFor({ order, step: 'quote' })[0]?.id as string;
+    const raw = await t.query(`select details::text as d from ${t.schema}.idempotency_confirmations where n = $1`, [
+      c.id.slice(3),
+    ]);
+    expect(raw.rows[0]?.d).not.toContain(quoteId);
+    expect(raw.rows[0]?.d).not.toContain('500000');
+    expect(testKeyring.open(c.details as string, 'value')).toEqual({ amount: 500_000, quote: quoteId });
     // The writer has stored the waiting attempt's events: the lease given back is in the trail.
     await waitFor(
       async () => (await operationTrail('task-crash')).some((r) => r.action === 'idempotency.released'),
