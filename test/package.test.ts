@@ -111,14 +111,22 @@ describe('the packed package, installed into a fresh application', { timeout: IN
     expect(tsc.code, tsc.stdout + tsc.stderr).toBe(0);
   });
 
-  it('runs the ESM consumer: migrate, claim, complete, replay, unseal, drop its schema', async () => {
+  it('runs the ESM consumer: migrate, claim, complete, replay, unseal; a wrapped BullMQ worker; drop its schema', async () => {
     const databaseUrl = inject('databaseUrl');
     const schema = `bqi_package_${Date.now().toString(36)}`;
 
-    const consumer = await run(process.execPath, ['consumer.js', schema], app, npmEnv({ DATABASE_URL: databaseUrl }));
+    const consumer = await run(
+      process.execPath,
+      ['consumer.js', schema],
+      app,
+      npmEnv({ DATABASE_URL: databaseUrl, REDIS_URL: inject('redisUrl') }),
+    );
 
     expect(consumer.code, consumer.stderr).toBe(0);
-    expect(consumer.stdout.trim()).toBe('ok completed epoch 1 ch_1');
+    expect(consumer.stdout.trim().split('\n')).toEqual([
+      'ok completed epoch 1 ch_1',
+      'job ch_2 true added again: false (completed)',
+    ]);
     const admin = new pg.Client({ connectionString: databaseUrl });
     await admin.connect();
     const left = await admin.query('select 1 from pg_namespace where nspname = $1', [schema]);

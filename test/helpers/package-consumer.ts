@@ -31,11 +31,14 @@ export const CONSUMER_TSCONFIG = JSON.stringify(
 );
 
 /**
- * argv: the schema to use (created by `migrate`, dropped at the end). Claims and completes a key
- * with a sealed result, claims it again and unseals the replay; prints `ok …`.
+ * argv: the schema to use (created by `migrate`, dropped at the end), also the BullMQ prefix.
+ * Claims and completes a key with a sealed result, claims it again and unseals the replay; then,
+ * through BullMQ on REDIS_URL, enqueues a charge, runs it in a wrapped Worker, unseals the job's
+ * result and sees a second enqueue absorbed; prints `ok …` and `job …`.
  */
 export const ESM_CONSUMER = `
 import { randomBytes } from 'node:crypto';
+import { Queue, QueueEvents, Worker } from 'bullmq';
 import pg from 'pg';
 import { z } from 'zod';
 import {
@@ -51,8 +54,9 @@ import {
 } from 'bullmq-idempotency';
 
 const connectionString = process.env.DATABASE_URL;
+const redisUrl = process.env.REDIS_URL;
 const schema = process.argv[2];
-if (!connectionString || !schema) throw new Error('usage: DATABASE_URL=… node consumer.js <schema>');
+if (!connectionString || !redisUrl || !schema) throw new Error('usage: DATABASE_URL=… REDIS_URL=… node consumer.js <schema>');
 
 type Charge = { chargeId: string; receipt: string };
 const keyring = defineKeyring({ keys: [{ id: 'k1', secret: \`base64:\${randomBytes(32).toString('base64')}\` }] });
@@ -101,6 +105,22 @@ try {
   const replayed = unseal(again.result as SealedResult<Charge, 'chargeId'>, keyring);
   if (replayed.receipt !== result.receipt) throw new Error('the replay does not unseal to the result');
   console.log(\`ok \${again.kind} epoch \${again.epoch} \${replayed.chargeId}\`);
+
+  const connection = { url: redisUrl };
+  const queue = new Queue('payments', { connection, prefix: schema });
+  const events = new QueueEvents('payments', { connection, prefix: schema });
+  const worker = new Worker('payments', processor, { connection, prefix: schema });
+  try {
+    const job = await chargeOrder.enqueue(queue, { orderId: '2', amount: 500 });
+    const sealed = await (await queue.getJob(job.jobId))?.waitUntilFinished(events, 60_000);
+    const charge = unseal(sealed as SealedResult<Charge, 'chargeId'>, keyring);
+    const repeat = await chargeOrder.enqueue(queue, { orderId: '2', amount: 500 });
+    console.log(\`job \${charge.chargeId} \${charge.receipt === job.idempotencyKey} added again: \${repeat.added} (\${repeat.state})\`);
+  } finally {
+    await worker.close();
+    await queue.obliterate({ force: true });
+    await Promise.all([queue.close(), events.close()]);
+  }
 } finally {
   await ledger.close();
   const admin = new pg.Client({ connectionString });
