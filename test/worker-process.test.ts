@@ -281,6 +281,9 @@ describe('operations process (bullmq-idempotency start)', () => {
     const proc = await startOperationsProcess(config);
     expect(proc.workers.auditWriter.isRunning()).toBe(true);
     expect(proc.workers.auditWriter.concurrency).toBe(3);
+    // No BQI_HTTP_PORT: no HTTP server (health, readiness and metrics are opt-in).
+    expect(config.httpPort).toBeUndefined();
+    expect(proc.http).toBeUndefined();
     const auditQueue = b.queue('audit-inproc');
     const event = auditEvent('inproc');
     await auditQueue.add(AUDIT_JOB_NAME, { events: [event] });
