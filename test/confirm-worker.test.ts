@@ -83,12 +83,16 @@ async function pendingRequest(order: string): Promise<Confirmation> {
   ) as Promise<Confirmation>;
 }
 
-/** Waits until the job sits in the delayed set (parked, after it recorded its request). */
-async function parked(jobId: string): Promise<Job> {
+/**
+ * Waits until the job sits in the delayed set and its attempt has ended: the lease given back
+ * (the attempt's last step, after its own look at the request once it was parked).
+ */
+async function parked(jobId: string, order: string): Promise<Job> {
   return waitFor(
     async () => {
       const job = await queue.getJob(jobId);
-      return job && (await job.getState()) === 'delayed' ? job : undefined;
+      if (!job || (await job.getState()) !== 'delayed') return undefined;
+      return (await ledger.get(keyOf(order)))?.status === 'released' ? job : undefined;
     },
     `job ${jobId} to be parked`,
     60_000,
@@ -143,7 +147,7 @@ describe('ctx.confirm() across worker processes', () => {
     const first = await worker();
     const { jobId } = await confirmOperation.enqueue(queue, { order, amount: 500_000 }, { taskId: 'task-crash' });
     const c = await pendingRequest(order);
-    const job = await parked(jobId);
+    const job = await parked(jobId, order);
     expect(job.attemptsMade).toBe(0); // parked without using an attempt
     expect((await ledger.get(keyOf(order)))?.status).toBe('released'); // no lease held while it waits
     expect(quotes(order)).toBe(1);
@@ -265,7 +269,7 @@ describe('ctx.confirm() across worker processes', () => {
     await worker();
     const { jobId } = await confirmOperation.enqueue(queue, { order, amount: 900_000 });
     const c = await pendingRequest(order);
-    await parked(jobId);
+    await parked(jobId, order);
     const answer = await answerConfirmation({
       pool,
       schema: t.schema,
