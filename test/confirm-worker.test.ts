@@ -326,6 +326,22 @@ describe('ctx.confirm() across worker processes', () => {
     );
   });
 
+  it('an answer that wakes nobody (no queue given) is found at the next re-check', async () => {
+    const order = 'o-recheck';
+    await worker();
+    const { jobId } = await confirmOperation.enqueue(queue, { order, amount: 600_000, recheckMs: 1000 });
+    const c = await pendingRequest(order);
+    await parked(jobId, order);
+    const answer = await answerConfirmation({ pool, schema: t.schema, id: c.id, approve: true, actor: 'erin' });
+    expect(answer.woken).toBe(0);
+    const r = await settled(queue, jobId, 60_000);
+    expect(r.state).toBe('completed');
+    expect(r.job.attemptsMade).toBe(1); // the waits used none
+    expect(charges(order)).toBe(1);
+    expect(quotes(order)).toBe(1);
+    expect(await store.of({ operationKey: keyOf(order) })).toHaveLength(1);
+  });
+
   it("an unanswered request times out: 'deny' becomes a recorded denial, 'fail' a terminal failure; both audited", async () => {
     await worker(2);
     const deny = await confirmOperation.enqueue(queue, {

@@ -44,6 +44,8 @@ export const confirmInput = z.object({
   /** The request's timeout and what it becomes (outside the fingerprint). */
   timeoutMs: z.number().int().positive().optional(),
   onTimeout: z.enum(['deny', 'fail']).optional(),
+  /** How often the parked job looks again (outside the fingerprint). */
+  recheckMs: z.number().int().positive().optional(),
 });
 export type ConfirmInput = z.output<typeof confirmInput>;
 
@@ -78,7 +80,7 @@ export function confirmProcessor(url: string) {
       details: { amount: input.amount, quote },
       timeout: input.timeoutMs ?? '10m',
       onTimeout: input.onTimeout ?? 'deny',
-      recheckEvery: '30s',
+      recheckEvery: input.recheckMs ?? '30s',
     });
     if (!answer.approved) throw new ConfirmationDeniedError(answer);
     const chargeId = await commit(
