@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { TerminalError } from '../src/errors/processor-errors.js';
+import { DEFAULT_BACKFILL_QUEUE } from '../src/jobs/audit-backfill.js';
 import { boundedKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { defineOperation } from '../src/operation/define-operation.js';
@@ -131,8 +132,9 @@ describe('re-running an operation on purpose', () => {
     await ledger.invalidate(keyOf('o3'));
     expect(await rerun(q, keyOf('o3'))).toEqual({ kind: 'gone', jobId: done.jobId });
     expect(await send.enqueue(q, { order: 'o3' })).toMatchObject({ added: true });
-    await waitFor(() => runs.get('o3') === 2, 'the run of the new job');
-    expect(downstream.commitsFor({ order: 'o3' })).toBe(2);
+    // The processor counts its run before its commit reaches the downstream: wait for the commit.
+    await waitFor(() => downstream.commitsFor({ order: 'o3' }) === 2, "the new job's commit");
+    expect(runs.get('o3')).toBe(2);
     await w.close();
     await q.close();
   });
@@ -195,5 +197,25 @@ describe('re-running an operation on purpose', () => {
     const closed = await finished(child, 30_000, 'list with a closed stdout');
     expect(closed.code, closed.stderr).toBe(0);
     expect(closed.stderr).not.toContain('EPIPE');
+  });
+
+  it('SIGINT while backfill --wait follows its job: exit 130, one line, and the job stays queued', async () => {
+    const backfills = b.queue(DEFAULT_BACKFILL_QUEUE);
+    const before = await backfills.getWaitingCount();
+    const child = spawnTs('src/cli/main.ts', ['backfill', '--wait', '--timeout', '5m', '--name', 'interrupted'], env());
+    const exit = finished(child, 60_000, 'backfill --wait');
+    try {
+      await waitFor(async () => (await backfills.getWaitingCount()) > before, 'the backfill job to be queued');
+      child.kill('SIGINT');
+      const r = await exit;
+
+      expect(r.code).toBe(130);
+      expect(r.stderr).toMatch(/stopped waiting; backfill job \S+ keeps running on the worker\n$/);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+      expect(await backfills.getWaitingCount()).toBe(before + 1);
+    } finally {
+      child.kill('SIGKILL');
+      await backfills.close();
+    }
   });
 });
