@@ -1,4 +1,4 @@
-import { isInfraError } from '../worker/infra-error.js';
+import { isInfraError } from '../db/infra-error.js';
 
 /**
  * Whether an error of the audit writer is transient, so that the batch is retried without

@@ -1,7 +1,8 @@
+import { isInfraError } from '../db/infra-error.js';
 import { IllegalTransitionError } from '../errors/errors.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import type { LedgerRecord, LedgerStatus } from '../ledger/types.js';
-import { isInfraError, LedgerUnreachableError, ledgerBackoff } from './infra-error.js';
+import { LedgerUnreachableError, ledgerBackoff } from './infra-error.js';
 import { pause } from './pause.js';
 
 /** How a write that landed although its answer was lost is recognised, and what it returns then. */
