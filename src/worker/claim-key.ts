@@ -3,8 +3,8 @@ import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { fingerprintKeyId } from '../fingerprint/keyed-fingerprint.js';
 import type { ClaimOptions, ClaimOutcome } from '../ledger/types.js';
+import { unrecoverable } from '../sealing/bullmq-signals.js';
 import type { AttemptScope } from './attempt-scope.js';
-import { unrecoverable } from './bullmq-signals.js';
 import type { RunnerSettings } from './runner-settings.js';
 
 /**

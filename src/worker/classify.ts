@@ -1,7 +1,7 @@
 import { IdempotencyConflictError, RecordedFailureError, UnknownOutcomeError } from '../errors/errors.js';
 import { RetryableError, TerminalError } from '../errors/processor-errors.js';
 import type { Downstream } from '../ledger/types.js';
-import { bullmqSignal } from './bullmq-signals.js';
+import { bullmqSignal } from '../sealing/bullmq-signals.js';
 
 /**
  * What a processor error means for the ledger:

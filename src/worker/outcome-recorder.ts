@@ -1,11 +1,11 @@
 import { StaleEpochError, UnknownOutcomeError } from '../errors/errors.js';
 import { isIdempotencyError } from '../errors/idempotency-error.js';
 import type { RecordedError } from '../ledger/types.js';
+import { unrecoverable } from '../sealing/bullmq-signals.js';
 import { recordedError } from '../sealing/sealed-error.js';
 import { sealResult } from '../sealing/sealed-result.js';
 import type { AttemptEvents } from './attempt-events.js';
 import type { AttemptScope } from './attempt-scope.js';
-import { unrecoverable } from './bullmq-signals.js';
 import type { ErrorClass } from './classify.js';
 import { LedgerUnreachableError } from './infra-error.js';
 import { type Landed, landedAs, landedCompletion, persist } from './persist.js';

@@ -1,7 +1,7 @@
 import { StaleEpochError, UnknownOutcomeError } from '../errors/errors.js';
+import { bullmqSignal, unrecoverable } from '../sealing/bullmq-signals.js';
 import { recordedError } from '../sealing/sealed-error.js';
 import type { AttemptScope } from './attempt-scope.js';
-import { bullmqSignal, unrecoverable } from './bullmq-signals.js';
 import { classifyError } from './classify.js';
 import { asRecordedFailure } from './error-record.js';
 import { ledgerUnreachable } from './infra-error.js';
