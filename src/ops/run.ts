@@ -10,9 +10,9 @@
  * stderr; never a stack.
  */
 import type { Logger } from 'pino';
-import { EXIT } from '../cli/errors.js';
 import { type Config, type ConnectionFlags, loadConfig } from '../config/env.js';
 import { ConfigError, reasonOf, ServiceUnavailableError } from '../config/errors.js';
+import { EXIT } from '../config/exit-codes.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { isIdempotencyError } from '../errors/idempotency-error.js';
 import { createLogger } from './logger.js';
