@@ -1,5 +1,7 @@
-import type { Keyring } from '../sealing/keyring.js';
 import { canonicalJson } from './canonical-json.js';
+
+/** What a keyed fingerprint needs of a keyring (the sealing keyring is one): its current key id and a MAC under a key. */
+export type FingerprintKeys = { readonly currentId: string; fingerprintMac(data: string, keyId: string): string };
 
 const PREFIX = 'fp1:';
 
@@ -15,7 +17,7 @@ const PREFIX = 'fp1:';
  * // 'fp1:k1:Qm9…'
  */
 export function keyedFingerprint(
-  keyring: Keyring,
+  keyring: FingerprintKeys,
   operation: string,
   effect: unknown,
   keyId: string = keyring.currentId,
