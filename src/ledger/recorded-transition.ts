@@ -1,5 +1,5 @@
+import type { LedgerStatus, Transition } from './states.js';
 import { transitionSpec } from './transitions.js';
-import type { LedgerStatus, Transition } from './types.js';
 
 /**
  * One transition of a ledger row as the row records it (`transitions`, migration 0005): written

@@ -1,4 +1,4 @@
-import type { LedgerStatus, Transition } from './types.js';
+import type { LedgerStatus, Transition } from './states.js';
 
 /**
  * The audit event type of a ledger transition: the wrapper emits it live, the backfill derives it

@@ -1,16 +1,10 @@
 import type { IdempotencyKey } from '../keys/idempotency-key.js';
 import type { RecordedTransition } from './recorded-transition.js';
+import type { LedgerStatus, Transition } from './states.js';
 import type { AcquiringTransition } from './transitions.js';
 
 // Public as a whole (src/types.ts re-exports the module): keep internal types elsewhere.
-
-/**
- * Status of a ledger record. The seed's `locked | completed | failed`, plus `unknown` (the
- * outcome of an attempt is ambiguous and needs reconciliation) and two claimable states that
- * keep the row so epochs keep rising: `released` (an attempt gave the key back, nothing
- * committed) and `invalidated` (an operator evicted the key).
- */
-export type LedgerStatus = 'locked' | 'completed' | 'failed' | 'unknown' | 'released' | 'invalidated';
+export type { LedgerStatus, Transition } from './states.js';
 
 /**
  * How the downstream system behaves on a repeat, which decides what a crashed attempt's
@@ -36,23 +30,6 @@ export type RecordedError = {
 
 /** A key as the ledger accepts it: the parts, or the bounded string form. */
 export type KeyLike = IdempotencyKey | string;
-
-/** How the row changed at its last transition (kept for audit and reconstruction). */
-export type Transition =
-  | 'claimed'
-  | 'takeover'
-  | 'takeover_unknown'
-  | 'reclaimed'
-  | 'reclaimed_after_expiry'
-  | 'reclaimed_after_invalidation'
-  | 'completed'
-  | 'failed'
-  | 'failed_retryable'
-  | 'released'
-  | 'marked_unknown'
-  | 'invalidated'
-  | 'resolved_committed'
-  | 'resolved_not_committed';
 
 export type ClaimOptions = {
   key: IdempotencyKey;
