@@ -3,14 +3,14 @@
  * started again, connections cut, and the database restarted as a crash would, while a few
  * hundred intents run. Counted: downstream commits per intent, rows left locked, jobs failed.
  */
-import { randomInt } from 'node:crypto';
 import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../src/db/migrate.js';
 import { type CommitCountingServer, startCommitCounter } from '../src/testing/index.js';
-import { TestContext, waitFor } from './helpers/context.js';
-import { CRASH_TIMING, type CrashWorker, crashOperation, spawnCrashWorker } from './helpers/crash-worker.js';
+import { TestContext } from './helpers/context.js';
+import type { CrashWorker } from './helpers/crash-worker.js';
+import { chaosWorkerConfig, runKillChaos } from './helpers/kill-chaos.js';
 import { PrivatePostgres } from './helpers/private-postgres.js';
 
 const t = new TestContext('chaos');
@@ -35,50 +35,30 @@ afterAll(async () => {
 describe('chaos: workers killed at random, connections cut, Postgres restarted', () => {
   it(`${INTENTS} intents: each committed once, none abandoned, none left locked`, async () => {
     const queueName = 'chaos';
-    const config = {
+    const config = chaosWorkerConfig({
       databaseUrl: db.url(),
       redisUrl: t.redisUrl,
       schema: SCHEMA,
       prefix: t.prefix,
       queue: queueName,
       downstreamUrl: ds.url,
-      downstream: 'idempotent' as const,
-      processor: 'charge' as const,
-      blockAt: 'none' as const,
-      ...CRASH_TIMING,
-      concurrency: 5,
-      // A job whose worker is killed twice would otherwise fail for good without its processor.
-      maxStalledCount: 20,
-    };
+    });
     const workers: CrashWorker[] = [];
     const queue = new Queue(queueName, { connection: { url: t.redisUrl }, prefix: t.prefix });
-    let kills = 0;
-    let stopChaos = false;
     try {
-      for (let i = 0; i < 3; i++) workers.push(await spawnCrashWorker(config));
-      const op = crashOperation('idempotent');
-      await op.enqueueBulk(
+      // Connections cut at the first mark, Postgres crashed and recovered at the second, and a
+      // worker killed and replaced at each mark.
+      let restarted = false;
+      let cut = false;
+      const kills = await runKillChaos({
+        config,
         queue,
-        Array.from({ length: INTENTS }, (_, i) => ({
-          input: { order: `chaos-${i}`, amount: 1 + i },
-          options: {
-            jobOptions: { attempts: 3, backoff: 50, removeOnComplete: false },
-            worker: { lockDuration: config.lockDuration, stalledInterval: config.stalledInterval, maxStalledCount: 20 },
-          },
-        })),
-      );
-      // The chaos, paced by progress rather than by the clock (a loaded machine slows the work
-      // and the restarts alike): connections cut at a sixth of the intents, Postgres crashed and
-      // recovered at a third, and a worker killed and replaced at each of KILLS marks. While a
-      // worker is replaced the downstream holds its responses, so the work is still in flight
-      // when it dies and cannot run out before the last kill.
-      const chaos = (async () => {
-        let restarted = false;
-        let cut = false;
-        for (let k = 0; k < KILLS && !stopChaos; k++) {
-          const mark = ((k + 1) * INTENTS) / (KILLS + 2);
-          await waitFor(async () => stopChaos || (await queue.getCompletedCount()) >= mark, `${mark} done`, 150_000);
-          if (stopChaos) break;
+        name: 'chaos',
+        intents: INTENTS,
+        kills: KILLS,
+        ds,
+        workers,
+        atMark: async () => {
           if (!cut) {
             cut = true;
             await db.terminateConnections();
@@ -86,31 +66,8 @@ describe('chaos: workers killed at random, connections cut, Postgres restarted',
             restarted = true;
             await db.restart('immediate');
           }
-          let resume!: () => void;
-          ds.hold = new Promise<void>((r) => {
-            resume = r;
-          });
-          try {
-            const i = randomInt(workers.length);
-            await (workers[i] as CrashWorker).kill();
-            if ((await queue.getCompletedCount()) < INTENTS) kills++;
-            workers[i] = await spawnCrashWorker(config);
-          } finally {
-            ds.hold = undefined;
-            resume();
-          }
-          await new Promise((r) => setTimeout(r, randomInt(400)));
-        }
-        return { restarted, cut };
-      })();
-      await waitFor(
-        async () => (await queue.getCompletedCount()) + (await queue.getFailedCount()) >= INTENTS,
-        'every intent to finish',
-        150_000,
-        250,
-      );
-      stopChaos = true;
-      const { restarted, cut } = await chaos;
+        },
+      });
 
       // Every kill landed while intents were unfinished, and took over work in flight.
       expect(kills).toBe(KILLS);
@@ -141,7 +98,6 @@ describe('chaos: workers killed at random, connections cut, Postgres restarted',
       // No worker process died by itself: every exit was one of the kills.
       for (const w of workers) expect(w.alive()).toBe(true);
     } finally {
-      stopChaos = true;
       for (const w of workers) await w.kill().catch(() => {});
       await queue.close();
     }

@@ -18,9 +18,12 @@ import { realpathSync, writeSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import { CompiledQuery } from 'kysely';
 import { z } from 'zod';
+import { AuditEmitter } from '../../src/audit/emitter.js';
+import { auditRedactor } from '../../src/audit/redact-event.js';
+import { auditPolicyFor } from '../../src/config/audit-policy.js';
 import { RetryableError, TerminalError } from '../../src/errors/processor-errors.js';
 import { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
 import { defineOperation } from '../../src/operation/define-operation.js';
@@ -61,6 +64,11 @@ export type CrashWorkerConfig = {
   concurrency?: number;
   /** BullMQ's stall limit. @defaultValue BullMQ's (1) */
   maxStalledCount?: number;
+  /**
+   * The wrapper's events also go to a real AuditEmitter on this audit queue (same Redis and
+   * prefix), batched every `maxDelayMs`: a SIGKILL loses what it still buffers.
+   */
+  audit?: { queue: string; maxDelayMs: number };
 };
 
 export type ChildMessage =
@@ -325,8 +333,21 @@ function blockThread(parentPid: number): void {
 async function main(config: CrashWorkerConfig): Promise<void> {
   const parentPid = process.ppid;
   const ledger = new PostgresLedger({ connectionString: config.databaseUrl, schema: config.schema, poolSize: 4 });
+  const emitter = config.audit
+    ? new AuditEmitter({
+        queue: new Queue(config.audit.queue, {
+          connection: { url: config.redisUrl, maxRetriesPerRequest: null },
+          prefix: config.prefix,
+        }),
+        pool: ledger.pool,
+        schema: config.schema,
+        redact: auditRedactor(auditPolicyFor(testKeyring)),
+        maxDelayMs: config.audit.maxDelayMs,
+      })
+    : undefined;
   const audit: AuditSink = {
     emit(e) {
+      const durable = emitter?.emit(e);
       send({
         event: 'audit',
         type: e.type,
@@ -341,6 +362,7 @@ async function main(config: CrashWorkerConfig): Promise<void> {
         send({ event: 'completed-recorded', epoch: e.epoch });
         blockThread(parentPid);
       }
+      return durable;
     },
   };
   const hooks: ProcessorHooks = {
@@ -400,6 +422,7 @@ async function main(config: CrashWorkerConfig): Promise<void> {
     closing = true;
     void (async () => {
       await worker.close();
+      await emitter?.close();
       await ledger.close();
       send({ event: 'closed' });
       process.exit(0);
