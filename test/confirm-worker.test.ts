@@ -13,6 +13,7 @@ import { answerConfirmation } from '../src/confirm/answer.js';
 import { ConfirmationStore } from '../src/confirm/confirmation-store.js';
 import type { Confirmation } from '../src/confirm/types.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { unseal } from '../src/sealing/sealed-result.js';
 import { type CommitCountingServer, startCommitCounter } from '../src/testing/commit-counter.js';
 import { bull, settled } from './helpers/bullmq.js';
 import {
@@ -183,6 +184,8 @@ describe('ctx.confirm() across worker processes', () => {
     expect(quotes(order)).toBe(1); // the step before the confirmation ran once
     expect(ds.effectsFor({ order }).map((e) => (e.body as { step: string }).step)).toEqual(['quote', 'charge']);
     expect(r.returnvalue).toMatchObject({ $sealed: expect.any(String) });
+    // ctx.confirm() returned the answer: who approved it reached the processor.
+    expect(unseal(r.returnvalue, testKeyring)).toMatchObject({ approvedBy: 'alice' });
     expect(await ledger.get(keyOf(order))).toMatchObject({ status: 'completed' });
 
     // The trail: the request (by the operation), the answer (by alice), each once.
