@@ -437,10 +437,11 @@ describe('bullmq-idempotency CLI', () => {
     await client.hset(auditQueue.toKey(stuck.id as string), { timestamp: Date.now() - 20 * 60_000 });
     try {
       // Events were written a moment ago by the tests above: the time since the newest would be short.
-      const [withQueue, outboxOnly, human] = await Promise.all([
+      const [withQueue, outboxOnly, human, redisDown] = await Promise.all([
         cli(['stats', '--json']),
         cli(['stats', '--json'], { REDIS_URL: undefined }),
         cli(['stats']),
+        cli(['stats'], { REDIS_URL: 'redis://127.0.0.1:1' }),
       ]);
 
       expect(withQueue.code, withQueue.stderr).toBe(0);
@@ -454,9 +455,16 @@ describe('bullmq-idempotency CLI', () => {
       expect(o.audit.lagMs).toBeGreaterThanOrEqual(10 * 60_000);
       expect(o.audit.lagMs).toBeLessThan(15 * 60_000);
       expect(o.audit.queue).toBeNull();
+      expect(o.audit.queueNotRead).toBe('REDIS_URL unset');
       expect(human.code, human.stderr).toBe(0);
       expect(human.stdout).toMatch(/^ {2}lag {11}2\dm.*: the oldest event not yet written was made /m);
       expect(human.stdout).toMatch(/^ {2}audit queue {3}\d+ waiting, 1 delayed, 0 active, 0 failed$/m);
+      // During a Redis outage the figures Postgres holds are still there.
+      expect(redisDown.code, redisDown.stderr).toBe(0);
+      expect(redisDown.stdout).toMatch(/^ {2}lag {11}1\dm.*: the oldest event not yet written was made /m);
+      expect(redisDown.stdout).toMatch(
+        /^ {2}audit queue {3}not read \(Redis unreachable: .+\): the lag counts the outbox only$/m,
+      );
     } finally {
       await stuck.remove();
       await auditQueue.close();

@@ -1,5 +1,7 @@
+import type { Queue } from 'bullmq';
 import { type AuditBacklog, auditBacklog } from '../../audit/audit-backlog.js';
 import { type DeadLetterStats, deadLetterStats } from '../../audit/dead-letters.js';
+import { ServiceUnavailableError } from '../../config/errors.js';
 import { ConfirmationStore } from '../../confirm/confirmation-store.js';
 import { LEDGER_STATUSES, type LedgerStats, ledgerStats } from '../../ledger/scans.js';
 import type { CliContext } from '../context.js';
@@ -13,21 +15,35 @@ export type Stats = {
   confirmations: { pending: number; oldestPendingAt: Date | null };
   /**
    * The audit backlog (`lagMs`: the age of the oldest event not yet written, as `/metrics` has
-   * it); the audit queue is read when REDIS_URL is set, else `queue` is null and only the outbox
-   * counts.
+   * it); the audit queue is read when REDIS_URL is set and answers, else `queue` is null, only the
+   * outbox counts and `queueNotRead` says why.
    */
-  audit: AuditBacklog & { deadLetters: DeadLetterStats };
+  audit: AuditBacklog & { deadLetters: DeadLetterStats; queueNotRead?: string };
 };
+
+/**
+ * The audit queue, when REDIS_URL names a Redis that answers. Stats are what an operator reads
+ * during an outage, so an unreachable Redis costs the queue's figures only, never the command.
+ */
+async function auditQueueOf(ctx: CliContext): Promise<{ queue?: Queue; notRead?: string }> {
+  if (!ctx.config.redisUrl) return { notRead: 'REDIS_URL unset' };
+  try {
+    return { queue: await ctx.queue(ctx.config.auditQueue) };
+  } catch (err) {
+    if (!(err instanceof ServiceUnavailableError)) throw err;
+    return { notRead: `Redis unreachable: ${err.reason}` };
+  }
+}
 
 /** Reads the figures an operator watches: Postgres, and the audit queue in Redis when REDIS_URL is set. */
 export async function collectStats(ctx: CliContext): Promise<Stats> {
   const pool = await ctx.pool();
   const s = ctx.schema;
-  const auditQueue = ctx.config.redisUrl ? await ctx.queue(ctx.config.auditQueue) : undefined;
+  const auditQueue = await auditQueueOf(ctx);
   const [ledger, confirmations, backlog, deadLetters] = await Promise.all([
     ledgerStats(pool, s),
     new ConfirmationStore(pool, s).pending(),
-    auditBacklog(pool, s, auditQueue),
+    auditBacklog(pool, s, auditQueue.queue),
     deadLetterStats(pool, s),
   ]);
   return {
@@ -35,7 +51,7 @@ export async function collectStats(ctx: CliContext): Promise<Stats> {
     at: ledger.at,
     ledger,
     confirmations: { pending: confirmations.count, oldestPendingAt: confirmations.oldestAt },
-    audit: { ...backlog, deadLetters },
+    audit: { ...backlog, deadLetters, ...(auditQueue.notRead ? { queueNotRead: auditQueue.notRead } : {}) },
   };
 }
 
@@ -76,7 +92,7 @@ export function renderStats(st: Stats): string {
     `  audit queue   ${
       A.queue
         ? `${A.queue.waiting} waiting, ${A.queue.delayed} delayed, ${A.queue.active} active, ${A.queue.failed} failed`
-        : 'not read (REDIS_URL unset: the lag counts the outbox only)'
+        : `not read (${A.queueNotRead ?? 'no Redis'}): the lag counts the outbox only`
     }`,
     `  outbox        ${A.outbox.batches} batch${A.outbox.batches === 1 ? '' : 'es'} (${A.outbox.events} events)${
       A.outbox.oldestAt ? `, oldest ${ago(A.outbox.oldestAt, now)}; drained by backfill` : ''
