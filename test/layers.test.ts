@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, posix } from 'node:path';
+import { dirname, join, posix, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -128,6 +128,23 @@ describe('layers of src/', () => {
       'worker/w.ts',
     );
     expect(sample.map((e) => e.to)).toEqual(['a/x.ts', 'worker/y.ts', 'c/z.ts']);
+  });
+
+  it("the README's Layout section names every folder of src/, and no other", () => {
+    const readme = readFileSync(join(SRC, '..', 'README.md'), 'utf8');
+    const start = readme.indexOf('\n## Layout\n');
+    const end = readme.indexOf('\n## ', start + 1);
+    const section = readme.slice(start, end < 0 ? undefined : end);
+    const named = [...section.matchAll(/`src\/([\w/-]+)\/`/g)].map((m) => m[1] as string);
+    const dirs = readdirSync(SRC, { recursive: true, withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => posix.join(relative(SRC, d.parentPath).split('\\').join('/'), d.name));
+    expect(start).toBeGreaterThan(0);
+    expect(dirs.filter((d) => !named.includes(d))).toEqual([]);
+    expect(named.filter((d) => !dirs.includes(d))).toEqual([]);
+    // Listed in the order of the layers, lowest first.
+    const tops = named.filter((d) => !d.includes('/'));
+    expect(tops).toEqual([...tops].sort((a, b) => (layerOf.get(a) ?? 0) - (layerOf.get(b) ?? 0)));
   });
 
   it('every folder of src/ has a layer', () => {
