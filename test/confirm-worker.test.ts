@@ -343,6 +343,13 @@ describe('ctx.confirm() across worker processes', () => {
     expect(charges(order)).toBe(1);
     expect(quotes(order)).toBe(1);
     expect(await store.of({ operationKey: keyOf(order) })).toHaveLength(1);
+    // However many times the job looked again, the timeline has one wait, one request event, one answer.
+    const story = await timeline({ operationKey: keyOf(order) }, { store: new AuditStore(pool, t.schema), ledger });
+    expect(story.confirmations).toMatchObject([{ id: c.id, status: 'approved', answeredBy: 'user:erin' }]);
+    expect(story.events.filter((e) => e.resourceId === c.id).map((e) => e.action)).toEqual([
+      'confirmation.request',
+      'confirmation.answer',
+    ]);
   });
 
   it("an unanswered request times out: 'deny' becomes a recorded denial, 'fail' a terminal failure; both audited", async () => {
