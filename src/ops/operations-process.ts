@@ -152,6 +152,8 @@ export async function startOperationsProcess(
       pool,
       schema: config.schema,
       redact: passThroughRedactor,
+      // Its dead letters keyed as the writer's events are: refs an auditor can match.
+      redactionPolicy: auditPolicy,
       actorId: `worker:${hostname()}:${process.pid}`,
       logger,
     });
