@@ -5,11 +5,13 @@
  */
 import { spawn } from 'node:child_process';
 import { type AddressInfo, createServer } from 'node:net';
+import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AUDIT_JOB_NAME } from '../src/audit/emitter.js';
 import { loadConfig } from '../src/config/env.js';
 import { ServiceUnavailableError } from '../src/config/errors.js';
+import { DEFAULT_SWEEPER_QUEUE } from '../src/jobs/ledger-sweeper.js';
 import { startOperationsProcess } from '../src/ops/operations-process.js';
 import { EXIT } from '../src/ops/run.js';
 import { bull, settled } from './helpers/bullmq.js';
@@ -171,6 +173,7 @@ describe('operations process (bullmq-idempotency start)', () => {
         BQI_HTTP_PORT: String(takenPort),
         BQI_HTTP_HOST: '127.0.0.1',
         BQI_AUDIT_QUEUE: 'audit-port',
+        BQI_PREFIX: `${t.prefix}-port`, // its own: nothing it leaves in Redis is another run's
         BQI_KEYRING: TEST_KEYRING_SPEC, // else its warning is a log line before the fatal one
       }),
     ]).finally(() => new Promise((resolve) => taken.close(resolve)));
@@ -199,6 +202,13 @@ describe('operations process (bullmq-idempotency start)', () => {
     expect(noRedis.stderr).toMatch(/^cannot reach Redis at redis:\/\/127\.0\.0\.1:1: [^\n]+\n$/);
     expect(portTaken.code).toBe(EXIT.config);
     expect(portTaken.stderr).toBe(`cannot serve HTTP on 127.0.0.1:${takenPort}: EADDRINUSE\n`);
+    // A start that fails at its port leaves no sweeper schedule behind in Redis.
+    const portQueue = new Queue(DEFAULT_SWEEPER_QUEUE, { connection: { url: t.redisUrl }, prefix: `${t.prefix}-port` });
+    try {
+      expect(await portQueue.getJobSchedulersCount()).toBe(0);
+    } finally {
+      await portQueue.close();
+    }
     for (const r of [badEnv, badFlag, notMigrated, noPostgres, noRedis, portTaken]) {
       // The fatal line on stdout is the only log line; no stack anywhere.
       expect(r.stdout.trim().split('\n')).toHaveLength(1);

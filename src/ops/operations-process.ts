@@ -177,7 +177,6 @@ export async function startOperationsProcess(
     const backfill = track(
       createBackfillWorker({ connection, prefix, pool, schema: config.schema, auditQueue, logger }),
     );
-    await scheduleLedgerSweeper(sweeperQueue, config.sweepEveryMs);
     const sweeper = track(createSweeperWorker({ connection, ledger, prefix, emitter, logger }));
 
     const metrics =
@@ -246,6 +245,8 @@ export async function startOperationsProcess(
       });
     }
     const server = http;
+    // Scheduled once everything has started (the port too): a start that fails leaves nothing in Redis.
+    await scheduleLedgerSweeper(sweeperQueue, config.sweepEveryMs);
 
     // Producers of audit events stop first, then the emitter flushes, then the writer.
     const graceful = async () => {
