@@ -57,6 +57,11 @@ const ENDINGS: ReadonlySet<string> = new Set([
   'reconciled',
 ]);
 
+/** Events that start an attempt (a lease given to it): those of the table's transitions that do. */
+const STARTS: ReadonlySet<string> = new Set(
+  TRANSITION_NAMES.filter((t) => TRANSITIONS[t].startsAttempt).map((t) => TRANSITIONS[t].event),
+);
+
 /** Builds the story from events (any arrival order) and the current ledger rows. */
 export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Timeline {
   const ordered = [...events].sort(
@@ -101,12 +106,12 @@ export function buildTimeline(events: AuditEvent[], records: LedgerRecord[]): Ti
       if (e.jobId) w.jobId = e.jobId;
       waits.push(w);
       if (jobOp !== undefined) waiting.set(jobOp, w);
-    } else if (type === 'claimed' || type === 'takeover') {
+    } else if (STARTS.has(type)) {
       if (type === 'takeover') takeovers++;
       const at: TimelineAttempt = {
         operationId: e.operationId ?? e.resourceId,
         epoch: e.epoch ?? 0,
-        start: type,
+        start: type as TimelineAttempt['start'],
         decisions: [],
       };
       if (e.stepId) at.stepId = e.stepId;
