@@ -366,7 +366,7 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
 /** After a library fresh run: every key of the round is completed in the ledger. */
 async function checkLedger(ctx: Context, tag: string, count: number): Promise<void> {
   const res = await ctx.admin.query<{ n: string }>(
-    `select count(*) as n from ${ctx.schema}.idempotency_ledger where status = 'completed' and resource_key like $1`,
+    `select count(*) as n from ${ctx.schema}.idempotency_ledger where status = 'completed' and split_part(key, ':', 2) like $1`,
     [`${ctx.runId}-library-${tag}-%`],
   );
   if (Number(res.rows[0]!.n) !== count) {

@@ -6,6 +6,7 @@ import { auditEventIdUniqueMigration } from './0004-audit-event-id-unique.js';
 import { ledgerTransitionsMigration } from './0005-ledger-transitions.js';
 import { auditPartitionsMigration } from './0006-audit-partitions.js';
 import { confirmationsMigration } from './0007-confirmations.js';
+import { ledgerCompactMigration } from './0008-ledger-compact.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -17,5 +18,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0005-ledger-transitions': ledgerTransitionsMigration(schema),
     '0006-audit-partitions': auditPartitionsMigration(schema),
     '0007-confirmations': confirmationsMigration(schema),
+    '0008-ledger-compact': ledgerCompactMigration(schema),
   };
 }

@@ -90,8 +90,10 @@ describe('sweeping confirmation requests', () => {
     const live = await operation('s-4', { retentionMs: 3_600_000, answer: 'approve' });
     await waitFor(
       async () =>
-        (await t.query(`select count(*)::int as n from ${t.schema}.idempotency_ledger where expires_at <= now()`))
-          .rows[0]?.n === 3,
+        (
+          await t.query(`select count(*)::int as n from ${t.schema}.idempotency_ledger
+            where status in ('completed', 'released') and updated_at + retention_ms * interval '1 millisecond' <= now()`)
+        ).rows[0]?.n === 3,
       'three records to expire',
       10_000,
       20,

@@ -47,6 +47,11 @@ const claimOf = (key: IdempotencyKey, over: Partial<ClaimOptions> = {}): ClaimOp
   ...over,
 });
 
+/** A claim with no job, queue or task (its recorded claim carries the owner alone). */
+function bare({ jobId: _j, queue: _q, taskId: _k, ...rest }: ClaimOptions): ClaimOptions {
+  return rest;
+}
+
 async function acquire(l: PostgresLedger, options: ClaimOptions) {
   const c = await l.claim(options);
   if (c.kind !== 'acquired') throw new Error(`expected acquired, got ${c.kind}`);
@@ -122,6 +127,45 @@ describe('the record of transitions', () => {
       });
     } finally {
       await later.close();
+    }
+  });
+
+  it('is stored compactly: [code, epoch, ms] per transition, times after the first as offsets, facts only when present', async () => {
+    const key = newKey();
+    const k = boundedKey(key);
+    const c = await acquire(ledger, bare(claimOf(key, { owner: 'w"1' })));
+    const done = await ledger.complete(k, c.epoch, { ok: true });
+    const stored = await t.query<{ transitions: string; namespace: string | null; last_transition: string | null }>(
+      `select transitions, namespace, last_transition from ${t.schema}.idempotency_ledger where key = $1`,
+      [k],
+    );
+    const row = stored.rows[0];
+    expect(row?.transitions).toBe(`[0,1,${c.at.getTime()},{"o": "w\\"1"}],[6,1,${done.at.getTime() - c.at.getTime()}]`);
+    // Derivable columns are left out of a new row; the record gives them back.
+    expect(row).toMatchObject({ namespace: null, last_transition: null });
+    expect(await ledger.get(k)).toMatchObject({
+      namespace: key.namespace,
+      resourceKey: key.resourceKey,
+      version: key.version,
+      lastTransition: 'completed',
+      claimTransition: 'claimed',
+      claimedAt: c.at,
+      createdAt: c.at,
+      completedAt: done.at,
+    });
+  });
+
+  it('no index of the ledger covers a column a completion changes (so a completion can be a HOT update)', async () => {
+    const changed = ['status', 'result', 'error', 'retryable', 'lease_owner', 'lease_expires_at', 'last_transition'];
+    changed.push('completed_at', 'expires_at', 'updated_at', 'transitions');
+    const indexed = await t.query<{ name: string; def: string }>(
+      `select indexrelid::regclass::text as name, pg_get_indexdef(indexrelid) as def from pg_index
+       where indrelid = $1::regclass`,
+      [`${t.schema}.idempotency_ledger`],
+    );
+    expect(indexed.rows.length).toBeGreaterThan(0);
+    for (const { def } of indexed.rows) {
+      for (const column of changed) expect(def).not.toMatch(new RegExp(`\\b${column}\\b`));
     }
   });
 

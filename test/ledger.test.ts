@@ -412,7 +412,9 @@ describe('database times', () => {
       const c = claims[i];
       if (c?.kind !== 'acquired') throw new Error(String(c?.kind));
       const r = await row(key);
-      expect(c.at.getTime()).toBe((r.claimed_at as Date).getTime());
+      // A new row stores one time, its last write's (the claim's time is its record's).
+      expect(c.at.getTime()).toBe((r.updated_at as Date).getTime());
+      expect(c.at.getTime()).toBe((await ledger.get(key))?.claimedAt.getTime());
       expect(c.leaseExpiresAt.getTime()).toBe((r.lease_expires_at as Date).getTime());
       expect(c).toMatchObject({ epoch: 1, transition: 'claimed' });
       const done = await ledger.complete(key, c.epoch, { i });
@@ -428,8 +430,9 @@ describe('database times', () => {
     const replay = await ledger.claim(claimOf(done));
     if (replay.kind !== 'completed') throw new Error(replay.kind);
     const r = await row(done);
-    expect(replay.completedAt.getTime()).toBe((r.completed_at as Date).getTime());
-    expect(replay.expiresAt.getTime()).toBe((r.expires_at as Date).getTime());
+    // Both derived from the completion's time, which the row stores as its last write's.
+    expect(replay.completedAt.getTime()).toBe((r.updated_at as Date).getTime());
+    expect(replay.expiresAt.getTime()).toBe((r.updated_at as Date).getTime() + 60_000);
     expect(replay.result).toEqual({ ok: true });
 
     const held = newKey();
@@ -437,7 +440,7 @@ describe('database times', () => {
     const busy = await ledger.claim(claimOf(held));
     if (busy.kind !== 'inProgress') throw new Error(busy.kind);
     expect(busy.leaseExpiresAt.getTime()).toBe(((await row(held)).lease_expires_at as Date).getTime());
-    expect(busy.at.getTime()).toBeGreaterThanOrEqual(((await row(held)).claimed_at as Date).getTime());
+    expect(busy.at.getTime()).toBeGreaterThanOrEqual(((await row(held)).updated_at as Date).getTime());
   });
 });
 

@@ -3,9 +3,11 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { allMigrations } from '../migrations/index.js';
+import { eventsForRecord } from '../src/audit/derive.js';
 import { MIGRATION_LOCK_TABLE, MIGRATION_TABLE, migrate } from '../src/db/migrate.js';
 import { IdempotencyConfigError } from '../src/errors/errors.js';
 import { ERROR_CODES } from '../src/errors/idempotency-error.js';
+import type { LedgerRecord } from '../src/ledger/types.js';
 import { TestContext } from './helpers/context.js';
 import { nodeArgs } from './helpers/spawn.js';
 
@@ -23,7 +25,7 @@ const AUDIT_TABLES = [
 ];
 const CONFIRMATIONS = 'idempotency_confirmations';
 const LIBRARY_TABLES = [...AUDIT_TABLES, CONFIRMATIONS, LEDGER];
-const LEDGER_INDEXES = ['idempotency_ledger_expires_idx', 'idempotency_ledger_pkey', 'idempotency_ledger_task_idx'];
+const LEDGER_INDEXES = ['idempotency_ledger_pkey', 'idempotency_ledger_task_idx'];
 /** Schemas created by this file besides t.schema; dropped in afterAll. */
 const extraSchemas: string[] = [];
 
@@ -62,6 +64,14 @@ async function indexesOf(schema: string): Promise<string[]> {
     [schema, LEDGER],
   );
   return r.rows.map((row) => row.indexname);
+}
+
+async function transitionsType(schema: string): Promise<string | undefined> {
+  const r = await t.query<{ data_type: string }>(
+    `select data_type from information_schema.columns where table_schema = $1 and table_name = $2 and column_name = 'transitions'`,
+    [schema, LEDGER],
+  );
+  return r.rows[0]?.data_type;
 }
 
 async function migrationRows(schema: string): Promise<{ name: string; n: number }[]> {
@@ -171,9 +181,17 @@ describe('migrate up, down and up again', () => {
     const partitioned = async () =>
       (await t.query(`select relkind from pg_class where oid = $1::regclass`, [`${schema}.audit_events`])).rows[0]
         ?.relkind;
+    // 0008's 'down' (the last) put the sweeper's index and the jsonb record back; 0007's drops
+    // the confirmations table.
+    expect(last).toBe('0008-ledger-compact');
+    expect(await indexesOf(schema)).toContain('idempotency_ledger_expires_idx');
+    expect(await transitionsType(schema)).toBe('jsonb');
+    expect((await migrate({ connectionString: t.databaseUrl, schema, to: 'down' })).results).toEqual([
+      down('0007-confirmations'),
+    ]);
     expect(await tablesOf(schema)).not.toContain(CONFIRMATIONS);
     expect(await partitioned()).toBe('p');
-    for (let i = migrationNames.length - 2; migrationNames[i + 1] !== '0004-audit-event-id-unique'; i--) {
+    for (let i = migrationNames.length - 3; migrationNames[i + 1] !== '0004-audit-event-id-unique'; i--) {
       expect((await migrate({ connectionString: t.databaseUrl, schema, to: 'down' })).results).toEqual([
         down(migrationNames[i]!),
       ]);
@@ -207,6 +225,134 @@ describe('migrate up, down and up again', () => {
     expect(await tablesOf(a)).not.toContain(LEDGER);
     expect(await tablesOf(b)).toContain(LEDGER);
     expect(await migrationRows(b)).toEqual(migrationNames.map((name) => ({ name, n: 1 })));
+  });
+});
+
+describe('0008: the compact ledger row', () => {
+  it('converts rows written before it without losing any: same records, same derived events; down restores them', async () => {
+    const schema = extraSchema('compact');
+    await migrate({ connectionString: t.databaseUrl, schema });
+    await migrate({ connectionString: t.databaseUrl, schema, to: 'down' });
+    const table = `${schema}.${LEDGER}`;
+    const at = Date.parse('2026-01-02T03:04:05.678Z');
+    // As the ledger wrote rows before 0008: a jsonb record of objects, every column filled.
+    const record = [
+      { t: 'claimed', e: 1, at, o: 'w1', j: '7', q: 'orders', k: 'task-7' },
+      { t: 'failed_retryable', e: 1, at: at + 40, c: 'E_NET' },
+      { t: 'reclaimed', e: 2, at: at + 1_000, o: 'w2', j: '7', q: 'orders' },
+      { t: 'completed', e: 2, at: at + 1_250 },
+      { t: 'invalidated', e: 3, at: at + 90_000, p: 'completed', a: 'alice', r: 'refund, issued "twice"' },
+    ];
+    const insert = `insert into ${table} (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
+      downstream, retention_ms, result, last_transition, job_id, queue, task_id, created_at, claimed_at, claim_transition,
+      updated_at, completed_at, expires_at, transitions)
+      values ($1, 'acme', $2, 'v1', 'pay', 'fp', $3, $4, 'idempotent', 60000, $5::jsonb, $6, '7', 'orders', 'task-7',
+        to_timestamp($7 / 1000.0), to_timestamp($8 / 1000.0), 'reclaimed', to_timestamp($9 / 1000.0),
+        to_timestamp($10 / 1000.0), to_timestamp($9 / 1000.0 + 60), $11::jsonb)`;
+    await t.query(insert, [
+      'acme:o%3A1:v1',
+      'o:1',
+      'invalidated',
+      3,
+      '{"ok":true}',
+      'invalidated',
+      at,
+      at + 1_000,
+      at + 90_000,
+      at + 1_250,
+      JSON.stringify(record),
+    ]);
+    // A row from before 0005: no record at all.
+    await t.query(insert, [
+      'acme:o%3A2:v1',
+      'o:2',
+      'completed',
+      1,
+      '{"n":2}',
+      'completed',
+      at,
+      at,
+      at + 5,
+      at + 5,
+      null,
+    ]);
+    const before = (await t.query(`select * from ${table} order by key`)).rows;
+
+    await migrate({ connectionString: t.databaseUrl, schema });
+    expect(await transitionsType(schema)).toBe('text');
+    expect(await indexesOf(schema)).toEqual(LEDGER_INDEXES);
+    const ledger = t.ledger({ schema });
+    try {
+      const converted = await ledger.get('acme:o%3A1:v1');
+      expect(converted?.transitions).toEqual([
+        {
+          transition: 'claimed',
+          epoch: 1,
+          at: new Date(at),
+          owner: 'w1',
+          jobId: '7',
+          queue: 'orders',
+          taskId: 'task-7',
+        },
+        { transition: 'failed_retryable', epoch: 1, at: new Date(at + 40), errorCode: 'E_NET' },
+        { transition: 'reclaimed', epoch: 2, at: new Date(at + 1_000), owner: 'w2', jobId: '7', queue: 'orders' },
+        { transition: 'completed', epoch: 2, at: new Date(at + 1_250) },
+        {
+          transition: 'invalidated',
+          epoch: 3,
+          at: new Date(at + 90_000),
+          previousStatus: 'completed',
+          actorId: 'alice',
+          reason: 'refund, issued "twice"',
+        },
+      ]);
+      expect(converted).toMatchObject({
+        namespace: 'acme',
+        resourceKey: 'o:1',
+        lastTransition: 'invalidated',
+        claimTransition: 'reclaimed',
+        claimedAt: new Date(at + 1_000),
+        createdAt: new Date(at),
+        completedAt: new Date(at + 1_250),
+        expiresAt: new Date(at + 150_000),
+      });
+      const legacy = await ledger.get('acme:o%3A2:v1');
+      expect(legacy).toMatchObject({ transitions: null, lastTransition: 'completed', status: 'completed' });
+      // The record is what the backfill derives from: one event per recorded transition.
+      expect(eventsForRecord(converted as LedgerRecord).map((e) => [e.action, e.epoch, e.createdAt])).toEqual(
+        record.map((r) => [expect.any(String), r.e, new Date(r.at).toISOString()]),
+      );
+    } finally {
+      await ledger.close();
+    }
+
+    // Down: the jsonb record and every column as before.
+    await migrate({ connectionString: t.databaseUrl, schema, to: 'down' });
+    const after = (await t.query(`select * from ${table} order by key`)).rows;
+    expect(after).toEqual(before);
+
+    await migrate({ connectionString: t.databaseUrl, schema });
+    const again = t.ledger({ schema });
+    try {
+      // A transition after the conversion appends to the converted record.
+      const claim = await again.claim({
+        key: { namespace: 'acme', resourceKey: 'o:1', version: 'v1' },
+        operation: 'pay',
+        fingerprint: 'fp2',
+        leaseMs: 1_000,
+        retentionMs: 60_000,
+        downstream: 'idempotent',
+      });
+      expect(claim).toMatchObject({ kind: 'acquired', epoch: 4, transition: 'reclaimed_after_invalidation' });
+      const appended = (await again.get('acme:o%3A1:v1'))?.transitions ?? [];
+      expect(appended.map((e) => [e.transition, e.epoch])).toEqual([
+        ...record.map((r) => [r.t, r.e]),
+        ['reclaimed_after_invalidation', 4],
+      ]);
+      expect(appended.at(-1)?.at.getTime()).toBe(claim.at.getTime());
+    } finally {
+      await again.close();
+    }
   });
 });
 

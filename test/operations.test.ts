@@ -280,7 +280,7 @@ describe('ledger sweeper', () => {
     expect((await ledger.get(unknown))?.status).toBe('unknown');
     expect((await ledger.get(kept))?.status).toBe('completed');
     const during = await t.query(
-      `select count(*)::int as n from ${table} where namespace = 'acme/during' and status = 'completed'`,
+      `select count(*)::int as n from ${table} where key like 'acme%2Fduring:%' and status = 'completed'`,
     );
     expect(during.rows[0]?.n).toBe(claims);
   });

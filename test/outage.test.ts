@@ -185,8 +185,8 @@ describe('a database outage', () => {
     for (const order of idsN) {
       const state = await n.q.getJobState(order);
       const rec = await (admin as pg.Pool).query<{ status: string }>(
-        `select status from ${schema}.idempotency_ledger where operation = $1 and resource_key = $2`,
-        [on.name, `order:${order}`],
+        `select status from ${schema}.idempotency_ledger where operation = $1 and split_part(key, ':', 2) = $2`,
+        [on.name, encodeURIComponent(`order:${order}`)],
       );
       const status = rec.rows[0]?.status;
       expect(state === 'completed' ? 'completed' : 'unknown').toBe(status);

@@ -47,8 +47,8 @@ const op = defineOperation({
 
 async function row(order: string) {
   const r = await t.query<{ key: string; status: string; epoch: number; error: { code: string } | null }>(
-    `select key, status, epoch, error from ${t.schema}.idempotency_ledger where resource_key = $1`,
-    [`order:${order}`],
+    `select key, status, epoch, error from ${t.schema}.idempotency_ledger where split_part(key, ':', 2) = $1`,
+    [encodeURIComponent(`order:${order}`)],
   );
   return r.rows[0];
 }
@@ -63,8 +63,8 @@ async function abandon(q: Queue, order: string): Promise<void> {
   const moved = await t.query(
     `update ${t.schema}.idempotency_ledger set status = 'locked', error = null, retryable = null,
        lease_expires_at = now() - interval '10 minutes', updated_at = now() - interval '10 minutes'
-     where resource_key = $1`,
-    [`order:${order}`],
+     where split_part(key, ':', 2) = $1`,
+    [encodeURIComponent(`order:${order}`)],
   );
   expect(moved.rowCount).toBe(1);
 }

@@ -17,7 +17,7 @@ import {
   StaleEpochError,
 } from '../errors/errors.js';
 import { canonicalJson } from '../fingerprint/canonical-json.js';
-import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
+import { boundedKey, canonicalKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import { MicroBatcher } from './micro-batcher.js';
 import { parseTransitions } from './recorded-transition.js';
 import { type LedgerStatements, ledgerStatements } from './statements.js';
@@ -69,7 +69,10 @@ type ClaimRow = { key: string; values: unknown[] };
 /** Who made an operator's transition and why (recorded with it, for its audit event). */
 export type OperatorFacts = { actorId?: string; reason?: string };
 
-/** A keyset position of the sweep, in (expires_at, key) order; `at` is Postgres text. */
+/**
+ * A position of the sweep, which walks the heap in page order: `at` is the heap position (a
+ * Postgres tid as text, `(page,item)`) of the last row it read, `key` that row's key.
+ */
 export type SweepCursor = { at: string; key: string };
 
 /** One page of {@link PostgresLedger.sweepPage}. */
@@ -88,6 +91,11 @@ type CompleteRow = { key: string; epoch: number; text: string };
 export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
 export const MAX_ERROR_MESSAGE_LENGTH = 2000;
 const MAX_CLAIM_ROUNDS = 8;
+/** Heap pages the sweep reads per statement (1 MiB of 8 KiB pages). */
+const SWEEP_RANGE_PAGES = 128;
+
+/** The page of a heap position `(page,item)`. */
+const pageOf = (tid: string): number => Number(tid.slice(1, tid.indexOf(',')));
 
 /** A kysely transaction (or instance) in which a completion should commit. */
 export type LedgerExecutor = Kysely<unknown>;
@@ -170,13 +178,15 @@ export class PostgresLedger {
     checkPositiveMs('leaseMs', options.leaseMs);
     checkPositiveMs('retentionMs', options.retentionMs);
     const k = boundedKey(key);
+    // The parts are stored only when the key is hashed: otherwise the key spells them.
+    const hashed = k !== canonicalKey(key);
     const req: ClaimRow = {
       key: k,
       values: [
         k,
-        key.namespace,
-        key.resourceKey,
-        key.version,
+        hashed ? key.namespace : null,
+        hashed ? key.resourceKey : null,
+        hashed ? key.version : null,
         storableText(options.operation),
         options.fingerprint,
         options.leaseMs,
@@ -231,7 +241,13 @@ export class PostgresLedger {
       }
     }
     if (absent.length > 0) {
-      const inserted = await this.runRetryingDeadlock('insertNew', [...columnsOf(absent), this.clockOffsetMs]);
+      // A concurrent claimer inserted one of the keys first: the full claim arbitrates them all.
+      const inserted = await this.runRetryingDeadlock('insertNew', [...columnsOf(absent), this.clockOffsetMs]).catch(
+        (err: unknown) => {
+          if ((err as { code?: string }).code === '23505') return [];
+          throw err;
+        },
+      );
       if (inserted.length > 0) {
         const byKey = new Map(absent.map((r) => [r.key, r]));
         for (const row of inserted)
@@ -394,14 +410,27 @@ export class PostgresLedger {
     const client = await this.pool.connect();
     try {
       await client.query('begin');
-      const rows = (
-        await runStatement(client, this.names.sweepCandidates, this.sql.sweepCandidates, [
-          batchSize,
-          this.clockOffsetMs,
-          after?.at ?? '-infinity',
-          after?.key ?? '',
-        ])
-      ).rows as Row[];
+      // Pages past the end when the sweep started hold rows inserted since: none expired.
+      const pages = Number(
+        ((await runStatement(client, this.names.sweepPages, this.sql.sweepPages, [])).rows[0] as Row).n,
+      );
+      const rows: Row[] = [];
+      let from = after?.at ?? '(0,0)';
+      // A range of SWEEP_RANGE_PAGES pages at a time, until a batch is found or the heap ends.
+      for (let page = pageOf(from); rows.length < batchSize && page < pages; page = pageOf(from)) {
+        const to = `(${page + SWEEP_RANGE_PAGES},0)`;
+        const want = batchSize - rows.length;
+        const got = (
+          await runStatement(client, this.names.sweepCandidates, this.sql.sweepCandidates, [
+            want,
+            this.clockOffsetMs,
+            from,
+            to,
+          ])
+        ).rows as Row[];
+        rows.push(...got);
+        from = got.length === want ? ((got[got.length - 1] as Row).cursor_at as string) : to;
+      }
       const records = rows.map(toRecord);
       // A row from before transitions were recorded has no record to keep: it goes as it did.
       const ids = records.map((r) => (r.transitions === null ? [] : transitionEventIds(r, horizon)));
@@ -426,7 +455,7 @@ export class PostgresLedger {
         deleted: done.length,
         scanned: rows.length,
         pending,
-        next: last ? { at: last.cursor_at as string, key: last.key as string } : undefined,
+        next: last ? { at: from, key: last.key as string } : undefined,
       };
     } catch (err) {
       await client.query('rollback').catch(() => {});
@@ -633,16 +662,28 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
   }
 }
 
-/** Maps a raw `idempotency_ledger` row (snake_case) to a record. */
+/**
+ * Maps a raw `idempotency_ledger` row (snake_case) to a record. What the row leaves out (migration
+ * 0008) is derived: the key's parts from the key when it is not hashed; the last transition, the
+ * current epoch's claim and its time, and the creation time from the record of transitions; the
+ * completion time and the expiry from the last transition's time (and the retention). The
+ * columns still hold them for rows written before.
+ */
 export function toRecord(row: Row): LedgerRecord {
+  const key = row.key as string;
+  const transitions = parseTransitions(row.transitions);
+  const parts = row.namespace === null || row.namespace === undefined ? partsOfKey(key) : undefined;
+  const lastClaim = transitions?.findLast((t) => TRANSITIONS[t.transition].by === 'claim');
+  const status = row.status as LedgerStatus;
+  const updatedAt = row.updated_at as Date;
   return {
-    key: row.key as string,
-    namespace: row.namespace as string,
-    resourceKey: row.resource_key as string,
-    version: row.version as string,
+    key,
+    namespace: parts ? parts[0] : (row.namespace as string),
+    resourceKey: parts ? parts[1] : (row.resource_key as string),
+    version: parts ? parts[2] : (row.version as string),
     operation: row.operation as string,
     fingerprint: row.fingerprint as string,
-    status: row.status as LedgerStatus,
+    status,
     epoch: row.epoch as number,
     downstream: row.downstream as LedgerRecord['downstream'],
     leaseOwner: nullable<string>(row.lease_owner),
@@ -651,19 +692,30 @@ export function toRecord(row: Row): LedgerRecord {
     result: row.result ?? null,
     error: nullable<RecordedError>(row.error),
     retryable: nullable<boolean>(row.retryable),
-    lastTransition: row.last_transition as Transition,
+    lastTransition: (nullable<Transition>(row.last_transition) ?? transitions?.at(-1)?.transition) as Transition,
     jobId: nullable<string>(row.job_id),
     queue: nullable<string>(row.queue),
     taskId: nullable<string>(row.task_id),
     stepId: nullable<string>(row.step_id),
-    createdAt: row.created_at as Date,
-    updatedAt: row.updated_at as Date,
-    claimedAt: row.claimed_at as Date,
-    claimTransition: row.claim_transition as Transition,
-    completedAt: nullable<Date>(row.completed_at),
-    expiresAt: nullable<Date>(row.expires_at),
-    transitions: parseTransitions(row.transitions),
+    createdAt: nullable<Date>(row.created_at) ?? (transitions?.[0]?.at as Date),
+    updatedAt,
+    claimedAt: lastClaim?.at ?? (row.claimed_at as Date),
+    claimTransition: lastClaim?.transition ?? (row.claim_transition as Transition),
+    completedAt: nullable<Date>(row.completed_at) ?? (status === 'completed' ? updatedAt : null),
+    expiresAt:
+      nullable<Date>(row.expires_at) ??
+      (TERMINAL_STATES.has(status) ? new Date(updatedAt.getTime() + Number(row.retention_ms)) : null),
+    transitions,
   };
+}
+
+/** The states in which a row expires after its retention (and may be swept). */
+const TERMINAL_STATES: ReadonlySet<LedgerStatus> = new Set(['completed', 'failed', 'released', 'invalidated']);
+
+/** The parts of a key that is not hashed: its canonical string's percent-encoded parts. */
+function partsOfKey(key: string): [string, string, string] {
+  const [namespace = '', resourceKey = '', version = ''] = key.split(':').map((p) => decodeURIComponent(p));
+  return [namespace, resourceKey, version];
 }
 
 /** The database time a statement returned, in whole milliseconds (as its recorded transition has it). */

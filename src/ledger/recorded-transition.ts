@@ -2,9 +2,9 @@ import type { LedgerStatus, Transition } from './states.js';
 import { transitionSpec } from './transitions.js';
 
 /**
- * One transition of a ledger row as the row records it (`transitions`, migration 0005): written
- * by the statement that made the transition, so it exists whenever the transition does, for
- * every epoch. The audit backfill derives each one's event from it.
+ * One transition of a ledger row as the row records it (`transitions`, migrations 0005 and 0008):
+ * written by the statement that made the transition, so it exists whenever the transition does,
+ * for every epoch. The audit backfill derives each one's event from it.
  */
 export type RecordedTransition = {
   transition: Transition;
@@ -24,22 +24,36 @@ export type RecordedTransition = {
   reason?: string;
 };
 
-/** The stored JSON of one transition (short keys, see `ledgerStatements`). */
-type StoredTransition = {
-  t?: unknown;
-  e?: unknown;
-  at?: unknown;
-  o?: unknown;
-  j?: unknown;
-  q?: unknown;
-  k?: unknown;
-  c?: unknown;
-  p?: unknown;
-  a?: unknown;
-  r?: unknown;
+/**
+ * The stored code of each transition (migration 0008). Stored in every row: a code is never
+ * changed or reused; a new transition takes the next number.
+ */
+export const TRANSITION_CODES: Readonly<Record<Transition, number>> = {
+  claimed: 0,
+  takeover: 1,
+  takeover_unknown: 2,
+  reclaimed: 3,
+  reclaimed_after_expiry: 4,
+  reclaimed_after_invalidation: 5,
+  completed: 6,
+  failed: 7,
+  failed_retryable: 8,
+  released: 9,
+  marked_unknown: 10,
+  invalidated: 11,
+  resolved_committed: 12,
+  resolved_not_committed: 13,
 };
 
-const OPTIONAL: [keyof StoredTransition, keyof RecordedTransition][] = [
+const BY_CODE = new Map<number, Transition>(
+  Object.entries(TRANSITION_CODES).map(([name, code]) => [code, name as Transition]),
+);
+
+/**
+ * The optional facts of an entry, by their one-letter stored names: `o` owner, `j` job id, `q`
+ * queue, `k` task id, `c` error code, `p` the status before (operators), `a` actor, `r` reason.
+ */
+export const OPTIONAL_FACTS = [
   ['o', 'owner'],
   ['j', 'jobId'],
   ['q', 'queue'],
@@ -48,28 +62,36 @@ const OPTIONAL: [keyof StoredTransition, keyof RecordedTransition][] = [
   ['p', 'previousStatus'],
   ['a', 'actorId'],
   ['r', 'reason'],
-];
+] as const satisfies readonly (readonly [string, keyof RecordedTransition])[];
 
 /**
  * The recorded transitions of a row, oldest first; `null` for a row from before they were
- * recorded. An entry this version does not know (a transition added later) is skipped.
+ * recorded. The stored form (migration 0008) is text: JSON arrays joined by commas, one per
+ * transition, `[code, epoch, ms]` or `[code, epoch, ms, {facts}]`, where `ms` is the database time
+ * in whole milliseconds since 1970 for the first entry and the milliseconds since the first
+ * entry for the others. An entry whose code this version does not know (a transition added
+ * later) is skipped.
  */
 export function parseTransitions(value: unknown): RecordedTransition[] | null {
-  if (!Array.isArray(value)) return null;
+  if (typeof value !== 'string') return null;
+  const entries = JSON.parse(`[${value}]`) as unknown[];
   const out: RecordedTransition[] = [];
-  for (const raw of value as StoredTransition[]) {
-    if (typeof raw !== 'object' || raw === null) continue;
-    if (typeof raw.t !== 'string' || !transitionSpec(raw.t)) continue;
-    const entry: RecordedTransition = {
-      transition: raw.t as Transition,
-      epoch: Number(raw.e),
-      at: new Date(Number(raw.at)),
-    };
-    for (const [from, to] of OPTIONAL) {
-      const v = raw[from];
-      if (typeof v === 'string') (entry as Record<string, unknown>)[to] = v;
+  let base = 0;
+  entries.forEach((raw, i) => {
+    if (!Array.isArray(raw)) return;
+    const [code, epoch, ms, facts] = raw as [unknown, unknown, unknown, unknown];
+    const at = i === 0 ? Number(ms) : base + Number(ms);
+    if (i === 0) base = at;
+    const transition = BY_CODE.get(Number(code));
+    if (!transition || !transitionSpec(transition)) return;
+    const entry: RecordedTransition = { transition, epoch: Number(epoch), at: new Date(at) };
+    if (typeof facts === 'object' && facts !== null) {
+      for (const [from, to] of OPTIONAL_FACTS) {
+        const v = (facts as Record<string, unknown>)[from];
+        if (typeof v === 'string') (entry as Record<string, unknown>)[to] = v;
+      }
     }
     out.push(entry);
-  }
+  });
   return out;
 }

@@ -93,9 +93,10 @@ export async function ledgerStats(pool: pg.Pool, schema: string): Promise<Ledger
        from ${t} group by status`,
     ),
     pool.query(
+      // A locked row's last write is its claim (a heartbeat moves only the lease): updated_at.
       `select now() as now, o.* from (select 1) one left join lateral (
-         select key, lease_owner, claimed_at, lease_expires_at from ${t}
-         where status = 'locked' order by claimed_at limit 1) o on true`,
+         select key, lease_owner, updated_at as claimed_at, lease_expires_at from ${t}
+         where status = 'locked' order by updated_at limit 1) o on true`,
     ),
   ]);
   const counts = Object.fromEntries(LEDGER_STATUSES.map((st) => [st, 0])) as Record<LedgerStatus, number>;

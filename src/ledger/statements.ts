@@ -1,10 +1,25 @@
+import { TRANSITION_CODES } from './recorded-transition.js';
 import { type ClaimGuard, claimsOfExistingRows, TRANSITIONS } from './transitions.js';
+import type { Transition } from './types.js';
+
+/** The terminal states: a row in one expires (retention) and may be swept. */
+const TERMINAL = "('completed','failed','released','invalidated')";
+
+/**
+ * When row `x` expires: a terminal row's last transition plus its retention. Rows written since
+ * migration 0008 store no expiry (it is this); rows from before keep the one they stored.
+ */
+const expiresAt = (x: string) =>
+  `coalesce(${x}.expires_at, case when ${x}.status in ${TERMINAL} then ${x}.updated_at + ${x}.retention_ms * interval '1 millisecond' end)`;
+/** When row `x` completed: a completed row's last transition (stored by rows from before migration 0008). */
+const completedAt = (x: string) =>
+  `coalesce(${x}.completed_at, case when ${x}.status = 'completed' then ${x}.updated_at end)`;
 
 /** A claim guard as SQL over row alias `x`, the claimer's fingerprint `fp` and the database time `n`. */
 const GUARDS: Record<ClaimGuard, (x: string, fp: string, n: string) => string> = {
   always: () => 'true',
   same_fingerprint: (x, fp) => `${x}.fingerprint = ${fp}`,
-  expired: (x, _fp, n) => `${x}.expires_at <= ${n}`,
+  expired: (x, _fp, n) => `${expiresAt(x)} <= ${n}`,
   lease_expired: (x, fp, n) => `${x}.lease_expires_at <= ${n} and ${x}.fingerprint = ${fp}`,
 };
 
@@ -42,18 +57,38 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
     .map(({ spec }) => `(l.status in (${list(spec.from)})${DOWNSTREAM[spec.downstream ?? 'any']})`)
     .join(' or ')})`;
   /**
-   * The recorded transition appended by the statement that makes it (migration 0005): an array
-   * of one object, short keys, nulls left out. `t` transition, `e` epoch, `at` database time in
-   * whole milliseconds (the time the statement returns, so the live event and the derived one
-   * carry the same time), `o` owner, `j` job id, `q` queue, `k` task id, `c` error code, `p`
-   * the status before (operators), `a` actor, `r` reason.
+   * The recorded transition appended by the statement that makes it (migration 0008, parsed by
+   * `parseTransitions`): text, one JSON array per transition, `[code, epoch, ms, {facts}]`, joined
+   * by commas. `ms` is the database time in whole milliseconds (the time the statement returns,
+   * so the live event and the derived one carry the same time): since 1970 in the first entry,
+   * since the first entry in the others (a few digits). Facts, nulls left out, the object left
+   * out when empty: `o` owner, `j` job id, `q` queue, `k` task id, `c` error code, `p` the status
+   * before (operators), `a` actor, `r` reason. No key names repeated per entry, no jsonb headers:
+   * about 20 bytes a transition instead of about 70.
    */
-  const entry = (fields: string) => `jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(${fields})))`;
-  const append = (column: string, fields: string) => `coalesce(${column}, '[]'::jsonb) || ${entry(fields)}`;
-  const claimEntry = (transition: string, epoch: string, n: string, i: string, owner = `${i}.owner`) =>
-    `'t', ${transition}, 'e', ${epoch}, 'at', ${ms(n)}, 'o', ${owner}, 'j', ${i}.job_id, 'q', ${i}.queue, 'k', ${i}.task_id`;
-  const cols = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, last_transition`;
-  const returning = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, last_transition, updated_at`;
+  const facts = (fields: string) =>
+    `coalesce(',' || nullif(jsonb_strip_nulls(jsonb_build_object(${fields}))::text, '{}'), '')`;
+  const entry = (code: string, epoch: string, at: string, fields?: string) =>
+    `'[' || ${code} || ',' || ${epoch} || ',' || ${at}${fields ? ` || ${facts(fields)}` : ''} || ']'`;
+  /** The first entry's time: the base of the others'. */
+  const base = (column: string) => `substring(${column} from '^\\[\\d+,-?\\d+,(-?\\d+)')::int8`;
+  const append = (column: string, code: string, epoch: string, n: string, fields?: string) =>
+    `case when ${column} is null then ${entry(code, epoch, ms(n), fields)}
+      else ${column} || ',' || ${entry(code, epoch, `(${ms(n)} - ${base(column)})`, fields)} end`;
+  /** A transition's stored code: a literal name's number, or a CASE over an SQL expression yielding a name. */
+  const code = (name: string) =>
+    Object.hasOwn(TRANSITION_CODES, name)
+      ? String(TRANSITION_CODES[name as Transition])
+      : `case (${name}) ${Object.entries(TRANSITION_CODES)
+          .map(([t, c]) => `when '${t}' then ${c}`)
+          .join(' ')} end`;
+  const claimFacts = (i: string, owner = `${i}.owner`) =>
+    `'o', ${owner}, 'j', ${i}.job_id, 'q', ${i}.queue, 'k', ${i}.task_id`;
+  /** What a claim answers of row `x`: the replay's fields, times derived (see expiresAt). */
+  const cols = (x: string) =>
+    `${x}.key, ${x}.status, ${x}.epoch, ${x}.fingerprint, ${x}.lease_expires_at, ${x}.result, ${x}.error,
+  ${completedAt(x)} as completed_at, ${expiresAt(x)} as expires_at, ${x}.last_transition`;
+  const returning = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, last_transition, updated_at, retention_ms`;
   const N = now(15);
   const fenced = `key = $1 and epoch = $2 and status = 'locked'`;
   return {
@@ -80,8 +115,8 @@ ins as (
     lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at, updated_at,
     claimed_at, claim_transition, transitions)
   select i.key, i.namespace, i.resource_key, i.version, i.operation, i.fingerprint, 'locked', 1, i.downstream, i.owner,
-    ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, 'claimed', i.job_id, i.queue, i.task_id, i.step_id, ${N}, ${N},
-    ${N}, 'claimed', ${entry(claimEntry("'claimed'", '1', N, 'i'))}
+    ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id, null, ${N},
+    null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}
   from i
   where not exists (select 1 from cur c where c.key = i.key and not ${claimable('c', 'c.want', N)})
   order by i.key
@@ -102,18 +137,14 @@ ins as (
     result = null, retryable = null, completed_at = null, expires_at = null,
     job_id = excluded.job_id, queue = excluded.queue,
     task_id = coalesce(excluded.task_id, l.task_id), step_id = coalesce(excluded.step_id, l.step_id),
-    updated_at = excluded.updated_at, claimed_at = excluded.claimed_at,
-    claim_transition = ${claimTransition},
-    transitions = ${append('l.transitions', `${claimEntry(claimTransition, 'l.epoch + 1', N, 'excluded', 'excluded.lease_owner')}, 'c', case when ${claimToUnknown} then 'IDEMPOTENCY_LEASE_EXPIRED' end`)}
+    updated_at = excluded.updated_at, claimed_at = null, claim_transition = null,
+    transitions = ${append('l.transitions', code(claimTransition), 'l.epoch + 1', N, `${claimFacts('excluded', 'excluded.lease_owner')}, 'c', case when ${claimToUnknown} then 'IDEMPOTENCY_LEASE_EXPIRED' end`)}
   where ${claimable('l', 'excluded.fingerprint', N)}
   returning ${returning}
 )
-select ${cols}, true as acquired, true as claimable, null::int8 as retry_after_ms, ${ms('updated_at')} as at_ms from ins
+select ${cols('ins')}, true as acquired, true as claimable, null::int8 as retry_after_ms, ${ms('updated_at')} as at_ms from ins
 union all
-select ${cols
-      .split(', ')
-      .map((c) => `c.${c}`)
-      .join(', ')}, false, ${claimable('c', 'c.want', N)},
+select ${cols('c')}, false, ${claimable('c', 'c.want', N)},
   case when c.status = 'locked' then greatest(0, ceil(extract(epoch from (c.lease_expires_at - ${N})) * 1000))::int8 end,
   ${ms(N)}
 from cur c where not exists (select 1 from ins where ins.key = c.key)`,
@@ -123,10 +154,7 @@ from cur c where not exists (select 1 from ins where ins.key = c.key)`,
      * is not claimable (a replay, a conflict, a live lease, unknown) is answered from here alone;
      * read-only, it costs no commit. Params: 1 keys, 2 fingerprints; 3 clock offset.
      */
-    peek: `select ${cols
-      .split(', ')
-      .map((c) => `l.${c}`)
-      .join(', ')}, false as acquired,
+    peek: `select ${cols('l')}, false as acquired,
   ${claimable('l', 'i.want', now(3))} as claimable,
   case when l.status = 'locked' then greatest(0, ceil(extract(epoch from (l.lease_expires_at - ${now(3)})) * 1000))::int8 end
     as retry_after_ms,
@@ -134,8 +162,11 @@ from cur c where not exists (select 1 from ins where ins.key = c.key)`,
 from unnest($1::text[], $2::text[]) as i(key, want) join ${table} l on l.key = i.key`,
 
     /**
-     * The claim of keys the read found absent: a plain insert. A key a concurrent claimer
-     * inserted first returns no row and goes through the full claim. Params as the claim's.
+     * The claim of keys the read found absent: a plain insert. A key that has a row returns no
+     * row and goes through the full claim; a key a concurrent claimer inserted meanwhile fails
+     * the whole statement (unique violation, 23505), whose keys then all go through the full
+     * claim. Not `on conflict do nothing`: that writes each row as a speculative insertion,
+     * confirmed by a WAL record of its own (48 bytes per row). Params as the claim's.
      * Returns only the key and the database time as whole milliseconds (an int8, cheaper to read
      * than a timestamp, and cut as the driver cuts timestamps): the rest of a new row is known.
      */
@@ -143,14 +174,14 @@ from unnest($1::text[], $2::text[]) as i(key, want) join ${table} l on l.key = i
     downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
     updated_at, claimed_at, claim_transition, transitions)
   select i.key, i.namespace, i.resource_key, i.version, i.operation, i.fingerprint, 'locked', 1, i.downstream, i.owner,
-    ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, 'claimed', i.job_id, i.queue, i.task_id, i.step_id,
-    ${N}, ${N}, ${N}, 'claimed', ${entry(claimEntry("'claimed'", '1', N, 'i'))}
+    ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id,
+    null, ${N}, null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}
   from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
     $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
     as i(key, namespace, resource_key, version, operation, fingerprint, lease_ms, retention_ms, downstream, owner,
       job_id, queue, task_id, step_id)
+  where not exists (select 1 from ${table} x where x.key = i.key)
   order by i.key
-  on conflict (key) do nothing
   returning key, ${ms('updated_at')} as at_ms`,
 
     /** Params: 1 key, 2 epoch, 3 lease_ms, 4 clock offset. */
@@ -163,18 +194,18 @@ where ${fenced} returning lease_expires_at, ${now(4)} as at`,
      * Params: 1 keys, 2 epochs, 3 results (json text); 4 clock offset.
      */
     complete: `update ${table} t set status = 'completed', result = u.result::jsonb, error = null, retryable = null,
-  lease_owner = null, lease_expires_at = null, last_transition = 'completed',
-  completed_at = ${now(4)}, expires_at = ${now(4)} + t.retention_ms * interval '1 millisecond', updated_at = ${now(4)},
-  transitions = ${append('t.transitions', `'t', 'completed', 'e', t.epoch, 'at', ${ms(now(4))}`)}
+  lease_owner = null, lease_expires_at = null, last_transition = null,
+  completed_at = null, expires_at = null, updated_at = ${now(4)},
+  transitions = ${append('t.transitions', code('completed'), 't.epoch', now(4))}
 from unnest($1::text[], $2::int4[], $3::text[]) as u(key, epoch, result)
 where t.key = u.key and t.epoch = u.epoch and t.status = 'locked' returning t.key, ${ms('t.updated_at')} as at_ms`,
 
     /** Params: 1 key, 2 epoch, 3 error json, 4 clock offset, 5 new status, 6 transition, 7 retryable. */
     finish: `update ${table} set status = $5, error = $3::jsonb, retryable = $7, result = null,
-  lease_owner = null, lease_expires_at = null, last_transition = $6,
-  expires_at = case when $5 = 'unknown' then null else ${now(4)} + retention_ms * interval '1 millisecond' end,
+  lease_owner = null, lease_expires_at = null, last_transition = null,
+  expires_at = null,
   updated_at = ${now(4)},
-  transitions = ${append('transitions', `'t', $6::text, 'e', epoch, 'at', ${ms(now(4))}, 'c', $3::jsonb->>'code'`)}
+  transitions = ${append('transitions', code('$6::text'), 'epoch', now(4), `'c', $3::jsonb->>'code'`)}
 where ${fenced} returning ${ms('updated_at')} as at_ms`,
 
     /** Params: 1 key. */
@@ -189,31 +220,35 @@ where ${fenced} returning ${ms('updated_at')} as at_ms`,
      */
     invalidate: `with prev as (select key, status from ${table} where key = $1 for update)
 update ${table} t set status = 'invalidated', epoch = t.epoch + 1, result = null, retryable = null,
-  lease_owner = null, lease_expires_at = null, last_transition = 'invalidated',
-  expires_at = ${now(2)} + t.retention_ms * interval '1 millisecond', updated_at = ${now(2)},
-  transitions = ${append('t.transitions', `'t', 'invalidated', 'e', t.epoch + 1, 'at', ${ms(now(2))}, 'p', prev.status, 'a', $3::text, 'r', $4::text`)}
+  lease_owner = null, lease_expires_at = null, last_transition = null,
+  expires_at = null, updated_at = ${now(2)},
+  transitions = ${append('t.transitions', code('invalidated'), 't.epoch + 1', now(2), `'p', prev.status, 'a', $3::text, 'r', $4::text`)}
 from prev where t.key = prev.key returning t.epoch, prev.status as previous_status, ${ms('t.updated_at')} as at_ms`,
 
     /** Params: 1 key, 2 result json or null, 3 clock offset, 4 committed, 5 actor, 6 reason. */
     resolve: `update ${table} set
   status = case when $4::boolean then '${TRANSITIONS.resolved_committed.to}' else '${TRANSITIONS.resolved_not_committed.to}' end,
   result = case when $4::boolean then $2::jsonb else null end,
-  last_transition = case when $4::boolean then 'resolved_committed' else 'resolved_not_committed' end,
+  last_transition = null,
   epoch = epoch + 1,
-  completed_at = case when $4::boolean then ${now(3)} end,
-  expires_at = ${now(3)} + retention_ms * interval '1 millisecond', updated_at = ${now(3)},
-  transitions = ${append('transitions', `'t', case when $4::boolean then 'resolved_committed' else 'resolved_not_committed' end, 'e', epoch + 1, 'at', ${ms(now(3))}, 'a', $5::text, 'r', $6::text`)}
+  completed_at = null, expires_at = null, updated_at = ${now(3)},
+  transitions = ${append('transitions', `case when $4::boolean then ${TRANSITION_CODES.resolved_committed} else ${TRANSITION_CODES.resolved_not_committed} end`, 'epoch + 1', now(3), `'a', $5::text, 'r', $6::text`)}
 where key = $1 and status = 'unknown' returning epoch, ${ms('updated_at')} as at_ms`,
 
     /**
-     * The sweep's candidates: expired terminal rows after a keyset position (expires_at, key),
-     * locked for the transaction that deletes them, skipping rows another transaction holds.
-     * Params: 1 batch size, 2 clock offset, 3 after expires_at (text), 4 after key.
+     * The sweep's candidates: expired terminal rows in a range of heap positions after `$3` and
+     * before `$4` (a TID range scan: the pages in order, no index), in heap order, locked for the
+     * transaction that deletes them, skipping rows another transaction holds. No index finds
+     * them: an index on expiry or status would change at every completion, which could then not
+     * be a HOT update (see migrations/0008-ledger-compact.ts).
+     * Params: 1 batch size, 2 clock offset, 3 after (tid text), 4 before (tid text).
      */
-    sweepCandidates: `select *, expires_at::text as cursor_at from ${table}
-  where status in ('completed','failed','released','invalidated') and expires_at <= ${now(2)}
-    and (expires_at, key) > ($3::timestamptz, $4::text)
-  order by expires_at, key limit $1 for update skip locked`,
+    sweepCandidates: `select *, ctid::text as cursor_at from ${table} l
+  where ctid > $3::tid and ctid < $4::tid and status in ${TERMINAL} and ${expiresAt('l')} <= ${now(2)}
+  order by ctid limit $1 for update skip locked`,
+
+    /** The heap's length in pages, where the sweep ends. */
+    sweepPages: `select (pg_relation_size('${table}'::regclass) / current_setting('block_size')::int8)::int8 as n`,
 
     /** The ids among $1 that are stored in the audit trail (its table of event ids, one row per stored event). */
     storedEventIds: `select event_id from ${auditEventIds} where event_id = any($1::text[])`,
