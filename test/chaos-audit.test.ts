@@ -3,16 +3,20 @@
  * AuditEmitter (batched every second, so a kill loses what it buffers), SIGKILLed at random and
  * started again while a few hundred intents run, and killed once more at the end. After the
  * backfill, every transition in every row's record of transitions has exactly one stored audit
- * event, for every epoch, and no event id is stored twice.
+ * event, for every epoch, and no event id is stored twice; the timeline of each operation that
+ * was taken over tells every epoch's attempt, its end, and the final state.
  */
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuditStore } from '../src/audit/audit-store.js';
 import { eventsForRecord } from '../src/audit/derive.js';
 import { LEDGER_TRANSITIONS } from '../src/audit/from-wrapper.js';
+import { timeline } from '../src/audit/timeline.js';
 import { auditPolicyFor } from '../src/config/audit-policy.js';
 import { runBackfill } from '../src/jobs/audit-backfill.js';
 import { createAuditWriter } from '../src/jobs/audit-writer.js';
 import { toRecord } from '../src/ledger/postgres-ledger.js';
+import { TRANSITIONS } from '../src/ledger/transitions.js';
 import { type CommitCountingServer, startCommitCounter } from '../src/testing/index.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import type { CrashWorker } from './helpers/crash-worker.js';
@@ -135,6 +139,24 @@ describe('the audit trail after workers are SIGKILLed at random', () => {
       expect(stored.rows[0]?.n).toBe(transitions);
       const dead = await t.query<{ n: number }>(`select count(*)::int as n from ${t.schema}.audit_dead_letter`);
       expect(dead.rows[0]?.n).toBe(0);
+
+      // The timeline of every operation that was taken over tells each epoch's attempt, how each
+      // ended, and the final state.
+      const store = new AuditStore(pool, t.schema);
+      const ledger = t.ledger();
+      try {
+        const takenOver = rows.filter((r) => r.epoch > 1);
+        for (const r of takenOver) {
+          const story = await timeline({ operationKey: r.key }, { store, ledger });
+          const claims = (r.transitions ?? []).filter((x) => TRANSITIONS[x.transition].startsAttempt);
+          expect(story.attempts.map((a) => a.epoch)).toEqual(claims.map((x) => x.epoch));
+          expect(story.attempts.every((a) => a.end !== undefined)).toBe(true);
+          expect(story.attempts.at(-1)?.end).toBe('completed');
+          expect(story.finalStates).toEqual([{ key: r.key, status: 'completed', epoch: r.epoch, stepId: null }]);
+        }
+      } finally {
+        await ledger.close();
+      }
     } finally {
       for (const w of workers) await w.kill().catch(() => {});
       await writer.close();
