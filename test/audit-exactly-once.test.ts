@@ -8,11 +8,12 @@ import { auditEventFromWrapper } from '../src/audit/from-wrapper.js';
 import { AuditEventNotDurableError } from '../src/audit/not-durable-error.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
 import { buildTimeline } from '../src/audit/timeline.js';
-import { defineOperation, defineRedactionPolicy, withIdempotency } from '../src/index.js';
+import { defineRedactionPolicy, withIdempotency } from '../src/index.js';
 import { boundedKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { verifyRef } from '../src/redaction/refs.js';
 import type { WrapperEvent } from '../src/worker/types.js';
+import { testOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -46,14 +47,11 @@ const rowsOf = async (eventId: string) =>
 const passThrough = (e: AuditEvent) => e;
 
 const input = z.object({ order: z.string() });
-const op = defineOperation({
+const op = testOperation({
   name: 'orders.ship',
-  namespace: 'acme/orders.ship',
-  version: 'v1',
   input,
   effect: (i) => i,
   resourceKey: (i) => `order:${i.order}`,
-  retention: '1h',
   lease: '1s',
   downstream: 'none',
 });

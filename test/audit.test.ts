@@ -7,10 +7,11 @@ import { AuditStore } from '../src/audit/audit-store.js';
 import { AUDIT_JOB_NAME, decodeAuditBatch, UndecodableAuditBatchError } from '../src/audit/batch-codec.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { buildTimeline, renderTimeline, timeline } from '../src/audit/timeline.js';
-import { defineOperation, defineRedactionPolicy, RetryableError, withIdempotency } from '../src/index.js';
+import { defineRedactionPolicy, RetryableError, withIdempotency } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { verifyRef } from '../src/redaction/refs.js';
 import type { WrapperEvent } from '../src/worker/types.js';
+import { testOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -193,16 +194,12 @@ describe('audit pipeline', () => {
 
 describe('failures outside the processor', () => {
   it('a job BullMQ fails without calling the processor (maxStartedAttempts) is audited from the worker', async () => {
-    const op = defineOperation({
+    const op = testOperation({
       name: 'mail.send',
-      namespace: 'acme/mail.send',
-      version: 'v1',
       input: z.object({ to: z.string() }),
       effect: (i) => i,
       resourceKey: (i) => `mail:${i.to}`,
-      retention: '1h',
       lease: '20s',
-      downstream: 'idempotent',
     });
     // Another attempt holds the operation, so the job waits (delayed, no attempt used)...
     const key = op.keyFor({ to: 'held' });
@@ -262,16 +259,12 @@ describe('failures outside the processor', () => {
 describe('reconstruction', () => {
   it('a failed attempt, a lost lock and takeover, a denied tool call and a replay reconstruct in order, whatever the write order', async () => {
     const input = z.object({ order: z.string() });
-    const op = defineOperation({
+    const op = testOperation({
       name: 'assets.create',
-      namespace: 'acme/assets.create',
-      version: 'v1',
       input,
       effect: (i) => i,
       resourceKey: (i) => `order:${i.order}`,
-      retention: '1h',
       lease: '800ms',
-      downstream: 'idempotent',
     });
     const captured: WrapperEvent[] = [];
     const sink = { emit: (e: WrapperEvent) => captured.push(e) };

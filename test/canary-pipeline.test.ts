@@ -17,11 +17,11 @@ import { AuditEmitter } from '../src/audit/emitter.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
 import { TerminalError } from '../src/errors/processor-errors.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { defineOperation } from '../src/operation/define-operation.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
 import { pinoRedactionOptions } from '../src/redaction/pino.js';
 import { unseal } from '../src/sealing/sealed-result.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
+import { testOperation } from './fixtures/operations.js';
 import { scannerCorpus } from './fixtures/scanner-corpus.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { unknownRecord } from './helpers/cli-records.js';
@@ -104,16 +104,11 @@ describe('canaries through the whole pipeline', () => {
     });
     const writer = b.auditWriter('audit', ledger.pool, { logger, redactionPolicy: policy });
 
-    const op = defineOperation({
+    const op = testOperation({
       name: 'payments.charge',
-      namespace: 'acme/payments.charge',
-      version: 'v1',
       input: z.object({ orderId: z.string(), kind: z.string(), secrets: z.array(z.string()) }),
       effect: (i) => ({ orderId: i.orderId, secrets: i.secrets }),
       resourceKey: (i) => `order:${i.orderId}`,
-      retention: '1h',
-      lease: '5s',
-      downstream: 'idempotent',
       result: z.object({ orderId: z.string(), echo: z.array(z.string()), upload: z.instanceof(Buffer) }),
       publicResult: ['orderId'],
       sensitiveInput: ['secrets'],

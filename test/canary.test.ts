@@ -5,11 +5,12 @@ import { z } from 'zod';
 import { AUDIT_JOB_NAME, decodeAuditBatch } from '../src/audit/batch-codec.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
-import { defineOperation, withIdempotency } from '../src/index.js';
+import { withIdempotency } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
 import { pinoRedactionOptions } from '../src/redaction/pino.js';
 import { CANARIES, canaryPayload, findCanaries } from './fixtures/canaries.js';
+import { testOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -54,10 +55,8 @@ describe('redaction end to end', () => {
     });
     const writer = b.auditWriter('audit', ledger.pool, { logger });
 
-    const op = defineOperation({
+    const op = testOperation({
       name: 'payments.charge',
-      namespace: 'acme/payments.charge',
-      version: 'v1',
       input: z.object({
         kind: z.enum(['ok', 'fail', 'terminal']),
         n: z.number(),
@@ -65,9 +64,6 @@ describe('redaction end to end', () => {
       }),
       effect: (i) => ({ kind: i.kind, n: i.n }),
       resourceKey: (i) => `charge:${i.kind}:${i.n}`,
-      retention: '1h',
-      lease: '5s',
-      downstream: 'idempotent',
     });
     const processor = async (
       input: z.output<typeof op.definition.input>,

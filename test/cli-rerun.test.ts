@@ -4,15 +4,14 @@
  * once more. Also `list`, the stats hint, `backfill --wait --timeout` and a closed stdout.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { TerminalError } from '../src/errors/processor-errors.js';
 import { DEFAULT_BACKFILL_QUEUE } from '../src/jobs/audit-backfill.js';
 import { boundedKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { defineOperation } from '../src/operation/define-operation.js';
 import { rerun } from '../src/producer/rerun.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
+import { orderOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { unknownRecord } from './helpers/cli-records.js';
 import { TestContext, waitFor } from './helpers/context.js';
@@ -30,17 +29,7 @@ const env = (vars: Record<string, string | undefined> = {}) =>
   childEnv({ DATABASE_URL: t.databaseUrl, REDIS_URL: t.redisUrl, BQI_SCHEMA: t.schema, BQI_PREFIX: t.prefix, ...vars });
 const cli = (args: string[], vars?: Record<string, string | undefined>) => runTs('src/cli/main.ts', args, env(vars));
 
-const send = defineOperation({
-  name: 'mail.send',
-  namespace: 'acme/mail.send',
-  version: 'v1',
-  input: z.object({ order: z.string() }),
-  effect: (i) => ({ order: i.order }),
-  resourceKey: (i) => `order:${i.order}`,
-  retention: '1h',
-  lease: '5s',
-  downstream: 'idempotent',
-});
+const send = orderOperation('mail.send');
 const keyOf = (order: string) =>
   boundedKey({ namespace: 'acme/mail.send', resourceKey: `order:${order}`, version: 'v1' });
 

@@ -8,9 +8,9 @@ import { z } from 'zod';
 import { TerminalError } from '../src/errors/processor-errors.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { defineOperation } from '../src/operation/define-operation.js';
 import { isSealedResult, type SealedResult, unseal } from '../src/sealing/sealed-result.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
+import { orderOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { unknownRecord } from './helpers/cli-records.js';
 import { TestContext } from './helpers/context.js';
@@ -32,16 +32,7 @@ const withKey = { BQI_KEYRING: TEST_KEYRING_SPEC };
 /** A fresh secret for each use: nothing here can pass by matching a known format. */
 const fresh = (tag: string) => `${tag}${randomBytes(18).toString('base64url')}`;
 
-const operation = defineOperation({
-  name: 'payments.charge',
-  namespace: 'acme/payments.charge',
-  version: 'v1',
-  input: z.object({ order: z.string() }),
-  effect: (i) => ({ order: i.order }),
-  resourceKey: (i) => `order:${i.order}`,
-  retention: '1h',
-  lease: '5s',
-  downstream: 'idempotent',
+const operation = orderOperation('payments.charge', {
   result: z.object({ chargeId: z.string(), cardToken: z.string() }),
   publicResult: ['chargeId'],
 });

@@ -14,11 +14,11 @@ import {
   combineObservers,
   createIdempotencyMetrics,
   createIdempotencyTracing,
-  defineOperation,
   TerminalError,
   withIdempotency,
 } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { testOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -44,16 +44,11 @@ afterAll(async () => {
   context.disable();
 });
 
-const charge = defineOperation({
+const charge = testOperation({
   name: 'obs.charge',
-  namespace: 'acme/obs.charge',
-  version: 'v1',
   input: z.object({ order: z.string(), amount: z.number().int(), card: z.string() }),
   effect: (i) => ({ order: i.order, amount: i.amount }),
   resourceKey: (i) => `order:${i.order}`,
-  retention: '1h',
-  lease: '5s',
-  downstream: 'idempotent',
 });
 
 /** `name{labels}` → value of a registry's exposition. */
@@ -159,15 +154,11 @@ describe('worker observability', () => {
   it('counts in-progress waits and unknown outcomes: a copy that finds the key running waits, then replays; a none downstream that throws is unknown', async () => {
     const registry = new Registry();
     const observer = createIdempotencyMetrics({ registry });
-    const send = defineOperation({
+    const send = testOperation({
       name: 'obs.send',
-      namespace: 'acme/obs.send',
-      version: 'v1',
       input: z.object({ to: z.string(), fail: z.boolean() }),
       effect: (i) => i,
       resourceKey: (i) => `send:${i.to}`,
-      retention: '1h',
-      lease: '5s',
       downstream: 'none',
     });
     let release: () => void = () => {};

@@ -7,10 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
-import { defineOperation, fingerprint, withIdempotency } from '../src/index.js';
+import { fingerprint, withIdempotency } from '../src/index.js';
 import { createBackfillWorker, drainOutbox, runBackfill } from '../src/jobs/audit-backfill.js';
 import { sweepLedger } from '../src/jobs/ledger-sweeper.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { testOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -44,16 +45,11 @@ describe('audit backfill', () => {
     const auditQueue = b.queue('audit');
     const emitter = new AuditEmitter({ queue: auditQueue, pool: ledger.pool, schema: t.schema, redact: passThrough });
     const writer = b.auditWriter('audit', ledger.pool);
-    const op = defineOperation({
+    const op = testOperation({
       name: 'mail.send',
-      namespace: 'acme/mail.send',
-      version: 'v1',
       input: z.object({ n: z.number() }),
       effect: (i) => i,
       resourceKey: (i) => `mail:${i.n}`,
-      retention: '1h',
-      lease: '5s',
-      downstream: 'idempotent',
     });
     const q = b.queue('mail');
     const w = b.worker(

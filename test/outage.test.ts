@@ -1,11 +1,11 @@
 import type { Queue, Worker } from 'bullmq';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { migrate } from '../src/db/migrate.js';
-import { defineOperation, type Operation, RetryableError, withIdempotency } from '../src/index.js';
+import { type Operation, RetryableError, withIdempotency } from '../src/index.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
+import { type OrderInput, orderInput, orderOperation } from './fixtures/operations.js';
 import { bull } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -48,21 +48,14 @@ afterAll(async () => {
   await t.teardown();
 });
 
-const inputSchema = z.object({ order: z.string() });
-type Input = z.output<typeof inputSchema>;
+const inputSchema = orderInput;
+type Input = OrderInput;
 
 function op(downstream: 'idempotent' | 'none', test: string) {
-  return defineOperation({
-    name: `outage.${test}.${downstream}`,
-    namespace: `acme/outage.${test}.${downstream}`,
-    version: 'v1',
-    input: inputSchema,
-    effect: (i: Input) => ({ order: i.order }),
-    resourceKey: (i: Input) => `order:${i.order}`,
-    retention: '1h',
-    lease: '2s',
-    downstream,
-  } as Parameters<typeof defineOperation>[0]) as unknown as Operation<typeof inputSchema, { effectId: string }>;
+  return orderOperation(`outage.${test}.${downstream}`, { lease: '2s', downstream }) as unknown as Operation<
+    typeof inputSchema,
+    { effectId: string }
+  >;
 }
 
 function charge(url: string) {

@@ -7,12 +7,13 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { IdempotencyConfigError } from '../src/errors/errors.js';
-import { defineOperation, type Operation, withIdempotency } from '../src/index.js';
+import { type Operation, withIdempotency } from '../src/index.js';
 import type { ClaimOptions } from '../src/ledger/types.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
+import { chargeInput, chargeOperation } from './fixtures/operations.js';
 import { sampleAuditEvent } from './helpers/audit-sample.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext } from './helpers/context.js';
@@ -186,22 +187,11 @@ describe('through pgbouncer in transaction mode with preparedStatements: false',
     const ds: CommitCountingServer = await startCommitCounter();
     const ledger = t.ledger({ connectionString: through(), preparedStatements: false, poolSize: 20 });
     try {
-      const input = z.object({
-        order: z.string(),
-        amount: z.number().int().positive(),
-        traceId: z.string().optional(),
-      });
-      const o = defineOperation({
-        name: 'payments.charge',
-        namespace: 'acme/poolers.charge',
-        version: 'v1',
-        input,
-        effect: (i: z.output<typeof input>) => ({ order: i.order, amount: i.amount }),
-        resourceKey: (i: z.output<typeof input>) => `order:${i.order}`,
-        retention: '1h',
-        lease: '10s',
-        downstream: 'idempotent',
-      } as Parameters<typeof defineOperation>[0]) as unknown as Operation<typeof input, { effectId: string }>;
+      const input = chargeInput;
+      const o = chargeOperation({ namespace: 'acme/poolers.charge', lease: '10s' }) as unknown as Operation<
+        typeof input,
+        { effectId: string }
+      >;
       const q = b.queue('charges');
       const w = b.worker(
         'charges',

@@ -6,17 +6,17 @@
 import { Queue, Worker } from 'bullmq';
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { EXIT } from '../jobs/main.js';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { loadCliConfig, loadConfig } from '../src/config/env.js';
 import { ConfigError } from '../src/config/errors.js';
 import { describeRedisUrl, hasHashTag, parseRedisUrl } from '../src/config/redis-url.js';
-import { defineOperation, withIdempotency } from '../src/index.js';
+import { withIdempotency } from '../src/index.js';
 import { createAuditWriter } from '../src/jobs/audit-writer.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
+import { chargeOperation } from './fixtures/operations.js';
 import { settled } from './helpers/bullmq.js';
 import { waitForLog } from './helpers/child-logs.js';
 import { TestContext, waitFor } from './helpers/context.js';
@@ -70,18 +70,7 @@ const vars = (extra: Record<string, string | undefined> = {}) => ({
 const eventCount = async (where: string, values: unknown[] = []) =>
   Number((await t.query(`select count(*) from ${t.schema}.audit_events where ${where}`, values)).rows[0]?.count);
 
-const inputSchema = z.object({ order: z.string(), amount: z.number().int().positive() });
-const charge = defineOperation({
-  name: 'payments.charge',
-  namespace: 'acme/payments.charge',
-  version: 'v1',
-  input: inputSchema,
-  effect: (i: z.output<typeof inputSchema>) => ({ order: i.order, amount: i.amount }),
-  resourceKey: (i: z.output<typeof inputSchema>) => `order:${i.order}`,
-  retention: '1h',
-  lease: '5s',
-  downstream: 'idempotent',
-});
+const charge = chargeOperation();
 
 describe('REDIS_URL forms', () => {
   it('a single URL stays as it is; cluster nodes as redis+cluster:// or a comma-separated list', () => {

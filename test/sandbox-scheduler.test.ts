@@ -1,11 +1,12 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
-import { boundedKey, defineOperation, withIdempotency } from '../src/index.js';
+import { boundedKey, withIdempotency } from '../src/index.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { unseal } from '../src/sealing/sealed-result.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import type { WrapperEvent } from '../src/worker/types.js';
+import { testOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -70,15 +71,10 @@ describe('job scheduler occurrences', () => {
   it('each occurrence is its own operation; re-running one occurrence replays it', async () => {
     const q = b.queue('scheduled');
     const events: WrapperEvent[] = [];
-    const report = defineOperation({
+    const report = testOperation({
       name: 'reports.send',
-      namespace: 'acme/reports.send',
-      version: 'v1',
       input: z.object({ report: z.string() }),
       effect: (i) => i,
-      retention: '1h',
-      lease: '5s',
-      downstream: 'idempotent',
     });
     const w = b.worker(
       'scheduled',

@@ -1,12 +1,12 @@
 import type { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import type { AuditEvent } from '../src/audit/audit-event.js';
 import type { AuditEmitter } from '../src/audit/emitter.js';
-import { defineOperation, type Operation, withIdempotency } from '../src/index.js';
+import { type Operation, withIdempotency } from '../src/index.js';
 import { ABANDONED_ERROR, sweepLedger } from '../src/jobs/ledger-sweeper.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
+import { orderInput, orderOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -31,19 +31,11 @@ afterAll(async () => {
   await t.teardown();
 });
 
-const inputSchema = z.object({ order: z.string() });
-type Input = z.output<typeof inputSchema>;
-const op = defineOperation({
-  name: 'stale.charge',
-  namespace: 'acme/stale.charge',
-  version: 'v1',
-  input: inputSchema,
-  effect: (i: Input) => ({ order: i.order }),
-  resourceKey: (i: Input) => `order:${i.order}`,
-  retention: '1h',
-  lease: '2s',
-  downstream: 'idempotent',
-} as Parameters<typeof defineOperation>[0]) as unknown as Operation<typeof inputSchema, { effectId: string }>;
+const inputSchema = orderInput;
+const op = orderOperation('stale.charge', { lease: '2s' }) as unknown as Operation<
+  typeof inputSchema,
+  { effectId: string }
+>;
 
 async function row(order: string) {
   const r = await t.query<{ key: string; status: string; epoch: number; error: { code: string } | null }>(

@@ -9,10 +9,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { RecordedFailureError } from '../src/errors/errors.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
-import { defineOperation, type Operation, TerminalError, withIdempotency } from '../src/index.js';
+import { type Operation, TerminalError, withIdempotency } from '../src/index.js';
 import { type IdempotencyKey, parseIdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import type { WrapperEvent } from '../src/worker/types.js';
+import { testOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -41,16 +42,12 @@ const inputSchema = z.object({ order: z.string() });
 type Input = z.output<typeof inputSchema>;
 
 function op() {
-  return defineOperation({
+  return testOperation({
     name: 'orders.ship',
-    namespace: 'acme/orders.ship',
-    version: 'v1',
     input: inputSchema,
     effect: (i: Input) => i,
     resourceKey: (i: Input) => `order:${i.order}`,
-    retention: '1h',
     lease: '500ms',
-    downstream: 'idempotent',
   }) as unknown as Operation<typeof inputSchema, unknown>;
 }
 

@@ -1,6 +1,5 @@
 import type { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import {
   defineOperation,
   jobIdFor,
@@ -13,6 +12,7 @@ import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { unseal } from '../src/sealing/sealed-result.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import type { WrapperEvent } from '../src/worker/types.js';
+import { type ChargeInput, chargeInput, chargeOperation, testOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
@@ -35,29 +35,11 @@ afterAll(async () => {
 });
 afterEach(() => ds.reset());
 
-const inputSchema = z.object({
-  order: z.string(),
-  amount: z.number().int().positive(),
-  traceId: z.string().optional(),
-});
-type Input = z.output<typeof inputSchema>;
+const inputSchema = chargeInput;
+type Input = ChargeInput;
 
-function op(
-  downstream: 'idempotent' | 'none' | 'reconcile' = 'idempotent',
-  extra: Partial<Parameters<typeof defineOperation>[0]> = {},
-) {
-  return defineOperation({
-    name: 'payments.charge',
-    namespace: 'acme/payments.charge',
-    version: 'v1',
-    input: inputSchema,
-    effect: (i: Input) => ({ order: i.order, amount: i.amount }),
-    resourceKey: (i: Input) => `order:${i.order}`,
-    retention: '1h',
-    lease: '5s',
-    downstream,
-    ...extra,
-  } as Parameters<typeof defineOperation>[0]) as unknown as Operation<typeof inputSchema, { effectId: string }>;
+function op(downstream: 'idempotent' | 'none' | 'reconcile' = 'idempotent') {
+  return chargeOperation({ downstream }) as unknown as Operation<typeof inputSchema, { effectId: string }>;
 }
 
 /** The processor under test: one HTTP commit per call, the operation key sent downstream. */
@@ -344,15 +326,10 @@ describe('bad input', () => {
     const name = names();
     const q = b.queue(name);
     const events: WrapperEvent[] = [];
-    const noKey = defineOperation({
+    const noKey = testOperation({
       name: 'payments.charge',
-      namespace: 'acme/payments.charge',
-      version: 'v1',
       input: inputSchema,
       effect: (i) => ({ order: i.order, amount: i.amount }),
-      retention: '1h',
-      lease: '5s',
-      downstream: 'idempotent',
     });
     let calls = 0;
     const w = b.worker(

@@ -10,8 +10,8 @@ import pg from 'pg';
 import { z } from 'zod';
 import { AuditEmitter } from '../../src/audit/emitter.js';
 import { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
-import { defineOperation } from '../../src/operation/define-operation.js';
 import { withIdempotency } from '../../src/worker/with-idempotency.js';
+import { testOperation } from '../fixtures/operations.js';
 import { testKeyring } from './keyring.js';
 
 const cfg = JSON.parse(process.argv[2] as string) as {
@@ -34,16 +34,12 @@ const emitter = new AuditEmitter({
   maxDelayMs: cfg.maxDelayMs,
 });
 const input = z.object({ order: z.string() });
-const op = defineOperation({
+const op = testOperation({
   name: 'tools.delete',
-  namespace: 'acme/tools.delete',
-  version: 'v1',
   input,
   effect: (i) => i,
   resourceKey: (i) => `order:${i.order}`,
-  retention: '1h',
   lease: '10s',
-  downstream: 'idempotent',
 });
 const worker = new Worker(
   cfg.queue,

@@ -14,10 +14,10 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'bullmq';
 import { z } from 'zod';
 import { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
-import { defineOperation } from '../../src/operation/define-operation.js';
 import { LeaseLostError } from '../../src/worker/lease-keeper.js';
 import type { ProcessorContext } from '../../src/worker/types.js';
 import { withIdempotency } from '../../src/worker/with-idempotency.js';
+import { testOperation } from '../fixtures/operations.js';
 import { testKeyring } from './keyring.js';
 import { CHILD_READY_TIMEOUT_MS, childEnv, nodeArgs, ROOT } from './spawn.js';
 
@@ -49,16 +49,12 @@ export const clockInput = z.object({ run: z.string() });
 
 /** The operation the clock worker runs (a unique `run` per test keeps keys apart). */
 export function clockOperation(leaseMs: number) {
-  return defineOperation({
+  return testOperation({
     name: 'clock.hold',
-    namespace: 'acme/clock.hold',
-    version: 'v1',
     input: clockInput,
     effect: (i) => ({ run: i.run }),
     resourceKey: (i) => `run:${i.run}`,
-    retention: '1h',
     lease: leaseMs,
-    downstream: 'idempotent',
   });
 }
 

@@ -26,10 +26,10 @@ import { auditRedactor } from '../../src/audit/redact-event.js';
 import { auditPolicyFor } from '../../src/config/audit-policy.js';
 import { RetryableError, TerminalError } from '../../src/errors/processor-errors.js';
 import { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
-import { defineOperation } from '../../src/operation/define-operation.js';
 import { postEffect } from '../../src/testing/index.js';
 import type { AuditSink, ProcessorContext, WrapperEvent } from '../../src/worker/types.js';
 import { withIdempotency } from '../../src/worker/with-idempotency.js';
+import { testOperation } from '../fixtures/operations.js';
 import { testKeyring } from './keyring.js';
 import { CHILD_READY_TIMEOUT_MS, nodeArgs } from './spawn.js';
 
@@ -102,14 +102,11 @@ export type CrashInput = z.output<typeof crashInput>;
 
 /** The operation every crash test runs (a unique `order` per test keeps keys apart). */
 export function crashOperation(downstream: 'idempotent' | 'none', leaseMs: number = CRASH_TIMING.leaseMs) {
-  return defineOperation({
+  return testOperation({
     name: 'crash.effect',
-    namespace: 'acme/crash.effect',
-    version: 'v1',
     input: crashInput,
     effect: (i) => ({ order: i.order, amount: i.amount }),
     resourceKey: (i) => `order:${i.order}`,
-    retention: '1h',
     lease: leaseMs,
     downstream,
   });
