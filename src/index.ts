@@ -18,6 +18,7 @@ export {
 export {
   type AuditPartitionOptions,
   type AuditPartitionResult,
+  auditHorizon,
   maintainAuditPartitions,
 } from './audit/partitions.js';
 export { auditRedactor } from './audit/redact-event.js';
