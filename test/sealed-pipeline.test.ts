@@ -4,11 +4,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { RetryableError, TerminalError } from '../src/errors/processor-errors.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { defineOperation } from '../src/operation/define-operation.js';
 import { defineKeyring, type Keyring } from '../src/sealing/keyring.js';
 import { openRecordedError } from '../src/sealing/sealed-error.js';
 import { type SealedResult, unseal } from '../src/sealing/sealed-result.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
+import { testOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext } from './helpers/context.js';
 import { dumpPostgres, dumpRedis, plaintextFound } from './helpers/stores.js';
@@ -47,16 +47,12 @@ const fresh = (tag: string) => `${tag}${randomBytes(18).toString('base64url')}`;
 const key = () => ({ id: 'k1', secret: randomBytes(32) });
 
 function op(name: string) {
-  return defineOperation({
+  return testOperation({
     name,
     namespace: `test/${name}`,
-    version: 'v1',
     input: z.object({ id: z.string(), note: z.string().optional() }),
     effect: (i) => ({ id: i.id }),
     resourceKey: (i) => `r:${i.id}`,
-    retention: '1h',
-    lease: '5s',
-    downstream: 'idempotent',
   });
 }
 
@@ -64,16 +60,12 @@ describe('results are recorded exactly and sealed', () => {
   it('first attempt, replay and unseal(job.returnvalue) are deep-equal to what the processor returned; no plaintext stored', async () => {
     const keyring = defineKeyring({ keys: [key()] });
     const secrets = [fresh('tok_'), fresh('Bearer '), fresh('pw with spaces '), fresh('ünï😀')];
-    const operation = defineOperation({
+    const operation = testOperation({
       name: 'assets.create',
       namespace: 'test/assets.create',
-      version: 'v1',
       input: z.object({ id: z.string() }),
       effect: (i) => ({ id: i.id }),
       resourceKey: (i) => `asset:${i.id}`,
-      retention: '1h',
-      lease: '5s',
-      downstream: 'idempotent',
       result: z.object({ assetId: z.string(), accessToken: z.string(), body: z.unknown() }),
       publicResult: ['assetId'],
     });
@@ -306,16 +298,12 @@ describe('results that cannot be recorded', () => {
   it('a result failing its schema: the recorded error names paths and issue codes, never the data', async () => {
     const keyring = defineKeyring({ keys: [key()] });
     const dirtyKey = fresh('sk_');
-    const operation = defineOperation({
+    const operation = testOperation({
       name: 'strict.result',
       namespace: 'test/strict.result',
-      version: 'v1',
       input: z.object({ id: z.string() }),
       effect: (i) => i,
       resourceKey: (i) => `r:${i.id}`,
-      retention: '1h',
-      lease: '5s',
-      downstream: 'idempotent',
       result: z.strictObject({ ok: z.boolean() }),
     });
     const q = queue('strict');
@@ -359,16 +347,12 @@ describe('results that cannot be recorded', () => {
 
 describe('declared sensitive input travels sealed', () => {
   function cardOp() {
-    return defineOperation({
+    return testOperation({
       name: 'cards.charge',
       namespace: 'test/cards.charge',
-      version: 'v1',
       input: z.object({ order: z.string(), card: z.string(), cvc: z.string() }),
       effect: (i) => ({ order: i.order }),
       resourceKey: (i) => `order:${i.order}`,
-      retention: '1h',
-      lease: '5s',
-      downstream: 'idempotent',
       sensitiveInput: ['card', 'cvc'],
     });
   }
