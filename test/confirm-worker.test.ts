@@ -11,6 +11,7 @@ import { AuditStore } from '../src/audit/audit-store.js';
 import { renderTimeline, timeline } from '../src/audit/timeline.js';
 import { answerConfirmation } from '../src/confirm/answer.js';
 import { ConfirmationStore } from '../src/confirm/confirmation-store.js';
+import { PARKED_FIELD } from '../src/confirm/parked-job.js';
 import type { Confirmation } from '../src/confirm/types.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { unseal } from '../src/sealing/sealed-result.js';
@@ -350,6 +351,80 @@ describe('ctx.confirm() across worker processes', () => {
       'confirmation.request',
       'confirmation.answer',
     ]);
+  });
+
+  it('a parked job that looks again and finds no answer parks again unclaimed: one claim and one release for the whole wait', async () => {
+    const order = 'o-looks';
+    const w = await worker();
+    const { jobId } = await confirmOperation.enqueue(
+      queue,
+      { order, amount: 400_000, recheckMs: 200 },
+      { taskId: 'task-looks' },
+    );
+    const c = await pendingRequest(order);
+    await parked(jobId, order);
+    const starts = () => w.lines().filter((l) => l.event === 'job-active' && l.jobId === jobId).length;
+    // The first attempt asked; five more starts are five looks at the request with no answer.
+    await waitFor(() => starts() >= 6, 'five re-checks of the parked job', 60_000, 50);
+    const waiting = await ledger.get(keyOf(order));
+    expect(waiting).toMatchObject({ status: 'released', epoch: 1 });
+    expect(waiting?.transitions?.map((x) => `${x.transition}:${x.epoch}`)).toEqual(['claimed:1', 'released:1']);
+    expect(quotes(order)).toBe(1);
+    expect(charges(order)).toBe(0);
+    expect((await queue.getJob(jobId))?.attemptsMade).toBe(0);
+
+    const answer = await answerConfirmation({
+      pool,
+      schema: t.schema,
+      id: c.id,
+      approve: true,
+      actor: 'frank',
+      queue: () => queue,
+    });
+    expect(answer.recorded).toBe(true);
+    const r = await settled(queue, jobId, 60_000);
+    expect(r.state).toBe('completed');
+    expect(charges(order)).toBe(1);
+    expect(quotes(order)).toBe(1);
+    const done = await ledger.get(keyOf(order));
+    expect(done?.transitions?.map((x) => `${x.transition}:${x.epoch}`)).toEqual([
+      'claimed:1',
+      'released:1',
+      'reclaimed:2',
+      'completed:2',
+    ]);
+    await waitFor(
+      async () => (await operationTrail('task-looks')).some((e) => e.action === 'idempotency.completed'),
+      'the completion in audit_events',
+      30_000,
+      100,
+    );
+    expect((await operationTrail('task-looks')).map((e) => `${e.action}:${e.epoch}`)).toEqual([
+      'idempotency.claimed:1',
+      'confirmation.request:1',
+      'idempotency.released:1',
+      'confirmation.answer:1',
+      'idempotency.claimed:2',
+      'idempotency.completed:2',
+    ]);
+  });
+
+  it('a job whose mark names a request that is gone claims as without one, asks, and parks under its own request', async () => {
+    const order = 'o-stale-mark';
+    const { jobId } = await confirmOperation.enqueue(queue, { order, amount: 300_000, recheckMs: 200 });
+    const enqueued = (await queue.getJob(jobId)) as Job;
+    // The mark of a wait whose request was swept since: the job reads it, finds nothing, goes on.
+    await enqueued.updateData({ ...enqueued.data, [PARKED_FIELD]: { id: 'cf-999999999', recheckMs: 200 } });
+    await worker();
+    const c = await pendingRequest(order);
+    const job = await parked(jobId, order);
+    expect(quotes(order)).toBe(1);
+    expect(job.data[PARKED_FIELD]).toEqual({ id: c.id, recheckMs: 200 });
+    await answerConfirmation({ pool, schema: t.schema, id: c.id, approve: true, actor: 'gina', queue: () => queue });
+    const r = await settled(queue, jobId, 60_000);
+    expect(r.state).toBe('completed');
+    expect(charges(order)).toBe(1);
+    expect(r.job.data[PARKED_FIELD]).toBeUndefined(); // the attempt that found the answer took its mark off
   });
 
   it("an unanswered request times out: 'deny' becomes a recorded denial, 'fail' a terminal failure; both audited", async () => {

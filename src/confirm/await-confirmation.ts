@@ -1,4 +1,4 @@
-import { DelayedError, type Job } from 'bullmq';
+import type { Job } from 'bullmq';
 import { IdempotencyConfigError, InvalidInputError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { RetryableError } from '../errors/processor-errors.js';
@@ -11,7 +11,8 @@ import type { Keyring } from '../sealing/keyring.js';
 import type { Logger } from '../shared/logger.js';
 import type { ConfirmationStore } from './confirmation-store.js';
 import { ConfirmationTimeoutFailure } from './errors.js';
-import { CONFIRMATION_PENDING, type ConfirmationEventKind, decisionOf } from './events.js';
+import { type ConfirmationEventKind, decisionOf } from './events.js';
+import { parkJob } from './parked-job.js';
 import type { Confirmation, ConfirmationDecision, ConfirmRequest } from './types.js';
 
 /** How long a parked job sleeps at most before it looks at its request again. */
@@ -68,25 +69,19 @@ export async function awaitConfirmation(
   if (c.status !== 'pending') return settled(deps, c);
 
   if (a.job.id) await deps.store.addWaiter(c.id, { queue: a.job.queueName, jobId: a.job.id });
+  let told = true;
   try {
     await deps.emit('requested', c);
   } catch (err) {
-    // The request is in Postgres either way; its event is told again at the next re-check.
+    // The request is in Postgres either way; its event is told again at the next re-check, which
+    // runs the processor for that (the job is parked without the mark that lets it skip the claim).
+    told = false;
     deps.logger?.warn({ confirmation: c.id, code: (err as { code?: unknown }).code }, 'confirmation event not durable');
   }
   if (!a.token) {
     throw new RetryableError(`waiting for confirmation ${c.id}`, { publicMessage: `waiting for confirmation ${c.id}` });
   }
-  // Wake at the re-check or just after the timeout, both measured on the database clock.
-  const leftMs = Math.max(0, c.expiresAt.getTime() - c.readAt.getTime());
-  const waitMs = Math.min(checked.recheckMs, leftMs + 50) + Math.floor(Math.random() * 25);
-  await a.job.moveToDelayed(Date.now() + waitMs, a.token);
-  // An answer given while the job was on its way to the delayed set found nothing to promote.
-  const now = await deps.store.get(c.id).catch(() => c);
-  if (now.status !== 'pending') await a.job.promote().catch(() => {});
-  deps.logger?.debug({ confirmation: c.id, jobId: a.job.id, waitMs }, 'waiting for confirmation');
-  // BullMQ knows it by its class; the code is what the lease's release tells the trail.
-  throw Object.assign(new DelayedError(), { code: CONFIRMATION_PENDING });
+  return parkJob(deps.store, a.job, a.token, c, checked.recheckMs, { mark: told, logger: deps.logger });
 }
 
 /** The decision of a settled request (telling its event again: the trail keeps one row), or the timeout's failure. */

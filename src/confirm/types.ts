@@ -27,7 +27,8 @@ export type ConfirmRequest = {
   /** What an unanswered request becomes: a recorded denial, or a terminal failure of the operation. */
   onTimeout: 'deny' | 'fail';
   /**
-   * Longest time the parked job sleeps before it looks again (an answer wakes it earlier).
+   * Longest time the parked job sleeps before it looks again (an answer wakes it earlier). A look
+   * that finds the request still pending reads it once and parks again, without a claim.
    * @defaultValue `'1m'`
    */
   recheckEvery?: Duration;

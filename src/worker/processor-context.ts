@@ -32,13 +32,20 @@ export type ContextInput = {
  * attempt goes in {@link ContextState}.
  */
 export class ProcessorContextFactory<DB> {
-  private confirmations: ConfirmationStore | undefined;
+  private store: ConfirmationStore | undefined;
 
   constructor(
     private readonly s: RunnerSettings<DB>,
     private readonly recorder: OutcomeRecorder,
     private readonly steps: StepRunner,
   ) {}
+
+  /** The confirmation requests, in the ledger's database (made on first use). */
+  confirmations(): ConfirmationStore {
+    const { ledger } = this.s.options;
+    this.store ??= new ConfirmationStore(ledger.pool, ledger.schema);
+    return this.store;
+  }
 
   create(input: ContextInput): ProcessorContext<DB> {
     const { scope, keeper, state } = input;
@@ -91,10 +98,9 @@ export class ProcessorContextFactory<DB> {
   /** `ctx.confirm`: the answer, or the request recorded and the job parked (see awaitConfirmation). */
   private confirm(scope: AttemptScope, epoch: number, request: ConfirmRequest): Promise<ConfirmationDecision> {
     const { op, options } = this.s;
-    this.confirmations ??= new ConfirmationStore(options.ledger.pool, options.ledger.schema);
     return awaitConfirmation(
       {
-        store: this.confirmations,
+        store: this.confirmations(),
         keyring: this.s.keyring,
         emit: (kind, c) =>
           this.recorder.events.emit(scope, 'confirmation', kind === 'requested' ? 'pending_confirmation' : 'allow', {

@@ -1,4 +1,5 @@
 import type { Job } from 'bullmq';
+import { withoutParkedMark } from '../confirm/parked-job.js';
 import { InvalidInputError } from '../errors/errors.js';
 import { zodIssues } from '../errors/zod-issues.js';
 import { type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
@@ -20,8 +21,9 @@ export function resolveJob(op: Operation, job: Job, keyring: Keyring): ResolvedJ
   let input: unknown;
   let key: IdempotencyKey;
   let taskId: string | undefined;
-  if (looksLikeEnvelope(job.data)) {
-    const parsed = envelopeSchema.safeParse(job.data);
+  const data = withoutParkedMark(job.data);
+  if (looksLikeEnvelope(data)) {
+    const parsed = envelopeSchema.safeParse(data);
     if (!parsed.success) throw new InvalidInputError(`job data of ${op.name}`, zodIssues(parsed.error));
     const meta = parsed.data[ENVELOPE_FIELD];
     if (meta.operation !== op.name) {
@@ -33,7 +35,7 @@ export function resolveJob(op: Operation, job: Job, keyring: Keyring): ResolvedJ
     key = meta.key;
     taskId = meta.taskId;
   } else {
-    input = op.parseInput(openInput(op, job.data, keyring));
+    input = op.parseInput(openInput(op, data, keyring));
     const occurrence = schedulerOccurrence(job);
     // A scheduler's template data is the same for every occurrence: without a resourceKey
     // function the scheduler id names the operation, and the occurrence time is added below.

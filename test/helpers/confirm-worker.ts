@@ -4,7 +4,7 @@
  * Its audit events go through the real AuditEmitter onto the audit queue `audit`.
  *
  * Usage: `spawnConfirmWorker(config)`; the child prints `{"event":"ready"}`, then one JSON line per
- * finished job (`job-completed`, `job-failed`). It stops on SIGTERM or when its stdin closes.
+ * attempt started (`job-active`) and per finished job (`job-completed`, `job-failed`). It stops on SIGTERM or when its stdin closes.
  */
 import { spawn } from 'node:child_process';
 import { realpathSync } from 'node:fs';
@@ -180,6 +180,7 @@ async function main(config: ConfirmWorkerConfig): Promise<void> {
     },
   );
   worker.on('error', (err) => say({ event: 'error', message: err.message }));
+  worker.on('active', (job) => say({ event: 'job-active', jobId: job.id }));
   worker.on('completed', (job) => say({ event: 'job-completed', jobId: job.id }));
   worker.on('failed', (job, err) => say({ event: 'job-failed', jobId: job?.id, reason: err.message }));
   let closing = false;
