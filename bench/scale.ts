@@ -119,7 +119,8 @@ function fillExpressions(expiredUpTo: number): Record<string, string> {
     // The key's middle part is the resource key (not hashed: the row stores no parts).
     key: `regexp_replace(t.key, ':[^:]*:', ':' || a.h || ':')`,
     resource_key: ifSet('resource_key', 'a.h'),
-    fingerprint: 'left(reverse(a.h) || a.h, length(t.fingerprint))',
+    // A SHA-256 digest's 32 bytes, as the ledger stores `fingerprint()`'s.
+    fingerprint: `decode(md5('fp' || a.h) || a.h, 'hex')`,
     result: `jsonb_build_object('assetId', 'asset-' || left(a.h, 12))`,
     created_at: ifSet('created_at', 'a.at'),
     claimed_at: ifSet('claimed_at', 'a.at'),

@@ -7,6 +7,7 @@ import { ledgerTransitionsMigration } from './0005-ledger-transitions.js';
 import { auditPartitionsMigration } from './0006-audit-partitions.js';
 import { confirmationsMigration } from './0007-confirmations.js';
 import { ledgerCompactMigration } from './0008-ledger-compact.js';
+import { ledgerFingerprintBytesMigration } from './0009-ledger-fingerprint-bytes.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -19,5 +20,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0006-audit-partitions': auditPartitionsMigration(schema),
     '0007-confirmations': confirmationsMigration(schema),
     '0008-ledger-compact': ledgerCompactMigration(schema),
+    '0009-ledger-fingerprint-bytes': ledgerFingerprintBytesMigration(schema),
   };
 }

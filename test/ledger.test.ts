@@ -403,6 +403,28 @@ describe('sweep', () => {
   });
 });
 
+describe('stored fingerprints', () => {
+  it('a digest is kept as its 32 bytes, any other text as itself; each replays, and a conflict names the one stored', async () => {
+    const digest = fingerprint('assets.create', { asset: 'b' });
+    const texts = [digest, 'x'.repeat(32), 'x'.repeat(31), 'kfp1:k1:é', 'f'];
+    for (const fp of texts) {
+      const key = newKey();
+      const c = await ledger.claim(claimOf(key, { fingerprint: fp }));
+      if (c.kind !== 'acquired') throw new Error(c.kind);
+      await ledger.complete(key, c.epoch, { fp });
+      expect(await ledger.claim(claimOf(key, { fingerprint: fp }))).toMatchObject({ kind: 'completed' });
+      expect((await ledger.get(key))?.fingerprint).toBe(fp);
+      const other = await ledger.claim(claimOf(key, { fingerprint: `${fp}0` }));
+      expect(other).toMatchObject({ kind: 'conflict', storedFingerprint: fp, fingerprint: `${fp}0` });
+      const bytes = await t.query<{ n: number }>(
+        `select octet_length(fingerprint) as n from ${t.schema}.idempotency_ledger where key = $1`,
+        [boundedKey(key)],
+      );
+      expect(bytes.rows[0]?.n).toBe(fp === digest ? 32 : Buffer.byteLength(fp) + (fp.length === 32 ? 1 : 0));
+    }
+  });
+});
+
 describe('database times', () => {
   it("a fresh claim's and a completion's times are the row's, to the millisecond, as the audit backfill reads them", async () => {
     const keys = Array.from({ length: 20 }, () => newKey());

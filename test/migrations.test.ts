@@ -66,12 +66,22 @@ async function indexesOf(schema: string): Promise<string[]> {
   return r.rows.map((row) => row.indexname);
 }
 
-async function transitionsType(schema: string): Promise<string | undefined> {
+async function columnType(schema: string, column: string): Promise<string | undefined> {
   const r = await t.query<{ data_type: string }>(
-    `select data_type from information_schema.columns where table_schema = $1 and table_name = $2 and column_name = 'transitions'`,
-    [schema, LEDGER],
+    `select data_type from information_schema.columns where table_schema = $1 and table_name = $2 and column_name = $3`,
+    [schema, LEDGER, column],
   );
   return r.rows[0]?.data_type;
+}
+
+/** Migrates down one migration at a time until `name` is reverted; the results of every step. */
+async function downTo(schema: string, name: string): Promise<unknown[]> {
+  const results: unknown[] = [];
+  for (;;) {
+    const step = (await migrate({ connectionString: t.databaseUrl, schema, to: 'down' })).results ?? [];
+    results.push(...step);
+    if (step.length === 0 || step.some((r) => r.migrationName === name)) return results;
+  }
 }
 
 async function migrationRows(schema: string): Promise<{ name: string; n: number }[]> {
@@ -181,17 +191,17 @@ describe('migrate up, down and up again', () => {
     const partitioned = async () =>
       (await t.query(`select relkind from pg_class where oid = $1::regclass`, [`${schema}.audit_events`])).rows[0]
         ?.relkind;
-    // 0008's 'down' (the last) put the sweeper's index and the jsonb record back; 0007's drops
-    // the confirmations table.
-    expect(last).toBe('0008-ledger-compact');
+    // 0009's 'down' (the last) put the text fingerprint back, 0008's the sweeper's index and the
+    // jsonb record; 0007's drops the confirmations table.
+    expect(last).toBe('0009-ledger-fingerprint-bytes');
+    expect(await columnType(schema, 'fingerprint')).toBe('text');
+    expect(await downTo(schema, '0008-ledger-compact')).toEqual([down('0008-ledger-compact')]);
     expect(await indexesOf(schema)).toContain('idempotency_ledger_expires_idx');
-    expect(await transitionsType(schema)).toBe('jsonb');
-    expect((await migrate({ connectionString: t.databaseUrl, schema, to: 'down' })).results).toEqual([
-      down('0007-confirmations'),
-    ]);
+    expect(await columnType(schema, 'transitions')).toBe('jsonb');
+    expect(await downTo(schema, '0007-confirmations')).toEqual([down('0007-confirmations')]);
     expect(await tablesOf(schema)).not.toContain(CONFIRMATIONS);
     expect(await partitioned()).toBe('p');
-    for (let i = migrationNames.length - 3; migrationNames[i + 1] !== '0004-audit-event-id-unique'; i--) {
+    for (let i = migrationNames.length - 4; migrationNames[i + 1] !== '0004-audit-event-id-unique'; i--) {
       expect((await migrate({ connectionString: t.databaseUrl, schema, to: 'down' })).results).toEqual([
         down(migrationNames[i]!),
       ]);
@@ -228,11 +238,11 @@ describe('migrate up, down and up again', () => {
   });
 });
 
-describe('0008: the compact ledger row', () => {
+describe('0008 and 0009: the compact ledger row', () => {
   it('converts rows written before it without losing any: same records, same derived events; down restores them', async () => {
     const schema = extraSchema('compact');
     await migrate({ connectionString: t.databaseUrl, schema });
-    await migrate({ connectionString: t.databaseUrl, schema, to: 'down' });
+    await downTo(schema, '0008-ledger-compact');
     const table = `${schema}.${LEDGER}`;
     const at = Date.parse('2026-01-02T03:04:05.678Z');
     // As the ledger wrote rows before 0008: a jsonb record of objects, every column filled.
@@ -279,7 +289,8 @@ describe('0008: the compact ledger row', () => {
     const before = (await t.query(`select * from ${table} order by key`)).rows;
 
     await migrate({ connectionString: t.databaseUrl, schema });
-    expect(await transitionsType(schema)).toBe('text');
+    expect(await columnType(schema, 'transitions')).toBe('text');
+    expect(await columnType(schema, 'fingerprint')).toBe('bytea');
     expect(await indexesOf(schema)).toEqual(LEDGER_INDEXES);
     const ledger = t.ledger({ schema });
     try {
@@ -326,8 +337,8 @@ describe('0008: the compact ledger row', () => {
       await ledger.close();
     }
 
-    // Down: the jsonb record and every column as before.
-    await migrate({ connectionString: t.databaseUrl, schema, to: 'down' });
+    // Down: the jsonb record, the text fingerprint and every column as before.
+    await downTo(schema, '0008-ledger-compact');
     const after = (await t.query(`select * from ${table} order by key`)).rows;
     expect(after).toEqual(before);
 

@@ -64,7 +64,7 @@ describe('two ledgers of long schemas on one connection', () => {
       }
       for (const [i, schema] of schemas.entries()) {
         const rows = await t.query<{ fingerprint: string; result: unknown }>(
-          `select fingerprint, result from ${schema}.idempotency_ledger order by key`,
+          `select convert_from(fingerprint, 'UTF8') as fingerprint, result from ${schema}.idempotency_ledger order by key`,
         );
         expect(rows.rows).toEqual([
           { fingerprint: `fp-${i}`, result: { schema: i } },

@@ -401,7 +401,8 @@ export class PostgresLedger {
    * `audit_events`, except the events older than `horizon` (the audit retention's, see
    * `auditHorizon`: their partition is dropped, so they are never waited for); the others are returned as `pending` (store their events, see
    * `keptEventsForRecord`, and a later sweep deletes them). Pass `next` back as `after` to go on past
-   * them.
+   * them. The candidates are found by reading the heap in page order from `after` (no index: see
+   * migrations/0008-ledger-compact.ts), so fewer than `batchSize` means the end of the table.
    */
   async sweepPage(batchSize = 1000, after?: SweepCursor, horizon?: Date): Promise<SweepPage> {
     if (!Number.isInteger(batchSize) || batchSize < 1) {
@@ -682,7 +683,7 @@ export function toRecord(row: Row): LedgerRecord {
     resourceKey: parts ? parts[1] : (row.resource_key as string),
     version: parts ? parts[2] : (row.version as string),
     operation: row.operation as string,
-    fingerprint: row.fingerprint as string,
+    fingerprint: fingerprintText(row.fingerprint),
     status,
     epoch: row.epoch as number,
     downstream: row.downstream as LedgerRecord['downstream'],
@@ -711,6 +712,18 @@ export function toRecord(row: Row): LedgerRecord {
 
 /** The states in which a row expires after its retention (and may be swept). */
 const TERMINAL_STATES: ReadonlySet<LedgerStatus> = new Set(['completed', 'failed', 'released', 'invalidated']);
+
+/**
+ * A fingerprint read from the row (bytes, migration 0009): 32 bytes are a SHA-256 hex digest's;
+ * others are UTF-8 text, a NUL byte after one of exactly 32 bytes.
+ */
+function fingerprintText(value: unknown): string {
+  if (typeof value === 'string') return value;
+  const bytes = value as Buffer;
+  if (bytes.length === 32) return bytes.toString('hex');
+  const end = bytes.at(-1) === 0 ? bytes.length - 1 : bytes.length;
+  return bytes.subarray(0, end).toString('utf8');
+}
 
 /** The parts of a key that is not hashed: its canonical string's percent-encoded parts. */
 function partsOfKey(key: string): [string, string, string] {

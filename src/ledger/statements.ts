@@ -15,6 +15,18 @@ const expiresAt = (x: string) =>
 const completedAt = (x: string) =>
   `coalesce(${x}.completed_at, case when ${x}.status = 'completed' then ${x}.updated_at end)`;
 
+/**
+ * A fingerprint as the row stores it (migration 0009): a SHA-256 hex digest, what `fingerprint()`
+ * makes, as its 32 bytes (half the text); any other text as its UTF-8 bytes, a NUL byte after a
+ * text of exactly 32 bytes, so that the length tells the two apart (text never holds NUL).
+ */
+const fpBytes = (t: string) =>
+  `(case when ${t} ~ '^[0-9a-f]{64}$' then decode(${t}, 'hex')
+    else convert_to(${t}, 'UTF8') || case when octet_length(${t}) = 32 then '\\x00'::bytea else ''::bytea end end)`;
+/** The stored fingerprint `b` as the text it was made from (see fpBytes). */
+const fpText = (b: string) =>
+  `(case when length(${b}) = 32 then encode(${b}, 'hex') else convert_from(rtrim(${b}, '\\x00'::bytea), 'UTF8') end)`;
+
 /** A claim guard as SQL over row alias `x`, the claimer's fingerprint `fp` and the database time `n`. */
 const GUARDS: Record<ClaimGuard, (x: string, fp: string, n: string) => string> = {
   always: () => 'true',
@@ -86,7 +98,7 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
     `'o', ${owner}, 'j', ${i}.job_id, 'q', ${i}.queue, 'k', ${i}.task_id`;
   /** What a claim answers of row `x`: the replay's fields, times derived (see expiresAt). */
   const cols = (x: string) =>
-    `${x}.key, ${x}.status, ${x}.epoch, ${x}.fingerprint, ${x}.lease_expires_at, ${x}.result, ${x}.error,
+    `${x}.key, ${x}.status, ${x}.epoch, ${fpText(`${x}.fingerprint`)} as fingerprint, ${x}.lease_expires_at, ${x}.result, ${x}.error,
   ${completedAt(x)} as completed_at, ${expiresAt(x)} as expires_at, ${x}.last_transition`;
   const returning = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, last_transition, updated_at, retention_ms`;
   const N = now(15);
@@ -109,12 +121,12 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
     as i(key, namespace, resource_key, version, operation, fingerprint, lease_ms, retention_ms, downstream, owner,
       job_id, queue, task_id, step_id)
 ),
-cur as (select l.*, i.fingerprint as want from ${table} l join i on l.key = i.key),
+cur as (select l.*, ${fpBytes('i.fingerprint')} as want from ${table} l join i on l.key = i.key),
 ins as (
   insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch, downstream,
     lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at, updated_at,
     claimed_at, claim_transition, transitions)
-  select i.key, i.namespace, i.resource_key, i.version, i.operation, i.fingerprint, 'locked', 1, i.downstream, i.owner,
+  select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, i.owner,
     ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id, null, ${N},
     null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}
   from i
@@ -155,7 +167,7 @@ from cur c where not exists (select 1 from ins where ins.key = c.key)`,
      * read-only, it costs no commit. Params: 1 keys, 2 fingerprints; 3 clock offset.
      */
     peek: `select ${cols('l')}, false as acquired,
-  ${claimable('l', 'i.want', now(3))} as claimable,
+  ${claimable('l', fpBytes('i.want'), now(3))} as claimable,
   case when l.status = 'locked' then greatest(0, ceil(extract(epoch from (l.lease_expires_at - ${now(3)})) * 1000))::int8 end
     as retry_after_ms,
   ${ms(now(3))} as at_ms
@@ -173,7 +185,7 @@ from unnest($1::text[], $2::text[]) as i(key, want) join ${table} l on l.key = i
     insertNew: `insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
     downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
     updated_at, claimed_at, claim_transition, transitions)
-  select i.key, i.namespace, i.resource_key, i.version, i.operation, i.fingerprint, 'locked', 1, i.downstream, i.owner,
+  select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, i.owner,
     ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id,
     null, ${N}, null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}
   from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
