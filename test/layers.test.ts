@@ -28,9 +28,6 @@ const LAYERS: readonly (readonly string[])[] = [
  * any other, and on an entry here that no longer exists (delete it then).
  */
 const KNOWN: Record<string, string> = {
-  // The wrapper's confirmation event carries the stored request; its types live with confirm.
-  'shared/wrapper-event.ts -> confirm/events.ts': 'ConfirmationEventKind (type)',
-  'shared/wrapper-event.ts -> confirm/types.ts': 'Confirmation (type)',
   // The audit trail turns confirmation events into audit events and tells them in the timeline,
   // with code that lives in confirm, which itself writes audit events.
   'audit/from-wrapper.ts -> confirm/events.ts': 'confirmationEvent()',

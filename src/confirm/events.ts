@@ -1,15 +1,9 @@
 import { type AuditEvent, eventIdFor } from '../audit/audit-event.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
+import { CONFIRMATION_ACTIONS, type ConfirmationEventKind } from '../shared/confirmation.js';
 import type { Confirmation, ConfirmationDecision } from './types.js';
 
-/** The audit actions of a confirmation's life. */
-export const CONFIRMATION_ACTIONS = {
-  requested: 'confirmation.request',
-  answered: 'confirmation.answer',
-  timedOut: 'confirmation.timeout',
-} as const;
-
-export type ConfirmationEventKind = keyof typeof CONFIRMATION_ACTIONS;
+export type { ConfirmationEventKind };
 
 /** Reason code of the request event; the answer's is its status's. */
 export const CONFIRMATION_REQUIRED = 'CONFIRMATION_REQUIRED';

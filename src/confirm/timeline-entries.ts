@@ -1,6 +1,5 @@
 import type { AuditEvent } from '../audit/audit-event.js';
-import { CONFIRMATION_ACTIONS } from './events.js';
-import type { ConfirmationStatus } from './types.js';
+import { CONFIRMATION_ACTIONS, type ConfirmationStatus } from '../shared/confirmation.js';
 
 /**
  * One confirmation in a timeline: the request, the wait (one entry, however many times the

@@ -1,5 +1,8 @@
 import type { Duration } from '../operation/duration.js';
 
+/** The stored request: defined below the confirm layer, since the wrapper's events carry it. */
+export type { Confirmation, ConfirmationStatus, ConfirmationWaiter } from '../shared/confirmation.js';
+
 /**
  * What `ctx.confirm()` asks a person. The request is recorded once per operation key and `name`:
  * every retry, redelivery and worker of the operation meets the same request and its answer.
@@ -48,40 +51,3 @@ export type ConfirmationDecision =
       reasonCode: string;
       comment?: string;
     };
-
-export type ConfirmationStatus = 'pending' | 'approved' | 'denied' | 'timed_out';
-
-/** A parked job that an answer wakes. */
-export type ConfirmationWaiter = { queue: string; jobId: string };
-
-/** A confirmation request as it is stored (details stay sealed). */
-export type Confirmation = {
-  /** `cf-<n>`: what `confirm <id>` takes. */
-  id: string;
-  operationKey: string;
-  name: string;
-  operation: string;
-  reason: string;
-  /** The sealed details, or null. */
-  details: string | null;
-  status: ConfirmationStatus;
-  onTimeout: 'deny' | 'fail';
-  timeoutMs: number;
-  taskId: string | null;
-  jobId: string | null;
-  queue: string | null;
-  /** The epoch of the attempt that asked first. */
-  requestedEpoch: number;
-  requestedAt: Date;
-  expiresAt: Date;
-  answeredAt: Date | null;
-  answeredBy: string | null;
-  answeredByType: 'user' | 'system' | null;
-  reasonCode: string | null;
-  comment: string | null;
-  waiters: ConfirmationWaiter[];
-  /** The database time the row was read at. */
-  readAt: Date;
-  /** Pending past its timeout (the next look at it records the timeout). */
-  overdue: boolean;
-};

@@ -1,5 +1,4 @@
-import type { ConfirmationEventKind } from '../confirm/events.js';
-import type { Confirmation } from '../confirm/types.js';
+import type { Confirmation, ConfirmationEventKind } from './confirmation.js';
 
 /**
  * What the wrapper reports and the audit trail receives: shared by the worker (which emits),
