@@ -6,10 +6,10 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditStore } from '../src/audit/audit-store.js';
+import { confirmationEvent } from '../src/audit/confirmation-event.js';
 import { eventsForRecord } from '../src/audit/derive.js';
 import { answerConfirmation } from '../src/confirm/answer.js';
 import { ConfirmationStore } from '../src/confirm/confirmation-store.js';
-import { confirmationEvent } from '../src/confirm/events.js';
 import type { Confirmation } from '../src/confirm/types.js';
 import { boundedKey } from '../src/index.js';
 import { sweepLedger } from '../src/jobs/ledger-sweeper.js';

@@ -30,7 +30,6 @@ const LAYERS: readonly (readonly string[])[] = [
 const KNOWN: Record<string, string> = {
   // The audit trail turns confirmation events into audit events and tells them in the timeline,
   // with code that lives in confirm, which itself writes audit events.
-  'audit/from-wrapper.ts -> confirm/events.ts': 'confirmationEvent()',
   'audit/timeline.ts -> confirm/timeline-entries.ts': 'the confirmations of a timeline',
   // The sweep keeps a row until the audit events of its transitions are stored: it needs their ids.
   'ledger/postgres-ledger.ts -> audit/derive.ts': 'transitionEventIds()',

@@ -1,7 +1,7 @@
-import { confirmationEvent } from '../confirm/events.js';
 import { statusAfterEvent, TRANSITION_EVENTS, TRANSITION_NAMES, TRANSITIONS } from '../ledger/transitions.js';
 import type { WrapperEvent, WrapperEventType } from '../shared/wrapper-event.js';
 import { type AuditEvent, eventIdFor } from './audit-event.js';
+import { confirmationEvent } from './confirmation-event.js';
 
 /** The ledger status an event leaves behind (for the state refs): a transition's, or a replay's. */
 function statusAfter(type: WrapperEventType): string | undefined {

@@ -2,13 +2,13 @@ import type { Queue } from 'bullmq';
 import type pg from 'pg';
 import type { AuditEvent } from '../audit/audit-event.js';
 import { AuditStore } from '../audit/audit-store.js';
+import { CONFIRMATION_APPROVED, confirmationEvent } from '../audit/confirmation-event.js';
 import { DEFAULT_SCHEMA } from '../db/connection.js';
 import { InvalidInputError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { cleanReason } from '../redaction/clean-reason.js';
 import { ConfirmationStore } from './confirmation-store.js';
 import { ConfirmationAnsweredError, ConfirmationTimedOutError } from './errors.js';
-import { CONFIRMATION_APPROVED, confirmationEvent } from './events.js';
 import type { Confirmation } from './types.js';
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused

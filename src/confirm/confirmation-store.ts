@@ -1,7 +1,7 @@
 import type pg from 'pg';
+import { confirmationEvent, settledEvent } from '../audit/confirmation-event.js';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { ConfirmationNotFoundError } from './errors.js';
-import { confirmationEvent, settledEvent } from './events.js';
 import { confirmationStatements } from './statements.js';
 import type { Confirmation, ConfirmationStatus, ConfirmationWaiter } from './types.js';
 

@@ -1,6 +1,6 @@
+import { confirmationEvent, settledEvent } from '../audit/confirmation-event.js';
 import type { AuditEmitter } from '../audit/emitter.js';
 import type { ConfirmationStore } from './confirmation-store.js';
-import { confirmationEvent, settledEvent } from './events.js';
 
 /** What a sweep did to the confirmation requests. */
 export type ConfirmationSweepResult = {
