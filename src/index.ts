@@ -23,6 +23,7 @@ export {
 } from './audit/partitions.js';
 export { auditRedactor } from './audit/redact-event.js';
 export { buildTimeline, renderTimeline, type Timeline, type TimelineAttempt, timeline } from './audit/timeline.js';
+export type { TimelineConfirmation } from './audit/timeline-confirmations.js';
 export { auditWorkerFailures } from './audit/worker-failures.js';
 export { type Config as OperationsConfig, type ConnectionFlags, loadConfig } from './config/env.js';
 export {
@@ -45,7 +46,6 @@ export {
   confirmationHttpHandler,
   MIN_CONFIRMATION_TOKEN_LENGTH,
 } from './confirm/http-handler.js';
-export type { TimelineConfirmation } from './confirm/timeline-entries.js';
 export type {
   Confirmation,
   ConfirmationDecision,

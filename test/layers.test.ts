@@ -28,9 +28,6 @@ const LAYERS: readonly (readonly string[])[] = [
  * any other, and on an entry here that no longer exists (delete it then).
  */
 const KNOWN: Record<string, string> = {
-  // The audit trail turns confirmation events into audit events and tells them in the timeline,
-  // with code that lives in confirm, which itself writes audit events.
-  'audit/timeline.ts -> confirm/timeline-entries.ts': 'the confirmations of a timeline',
   // The sweep keeps a row until the audit events of its transitions are stored: it needs their ids.
   'ledger/postgres-ledger.ts -> audit/derive.ts': 'transitionEventIds()',
   // Every operation has enqueue(); the producer reads the operation's envelope and retry window.

@@ -1,10 +1,10 @@
-import { renderConfirmation, type TimelineConfirmation, timelineConfirmations } from '../confirm/timeline-entries.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import { TRANSITION_NAMES, TRANSITIONS } from '../ledger/transitions.js';
 import type { LedgerRecord } from '../ledger/types.js';
 import type { AuditEvent } from './audit-event.js';
 import type { AuditStore } from './audit-store.js';
 import { DERIVED_VIA } from './derive.js';
+import { renderConfirmation, type TimelineConfirmation, timelineConfirmations } from './timeline-confirmations.js';
 
 /** One attempt of an operation (or step), as the events tell it. */
 export type TimelineAttempt = {

@@ -1,5 +1,5 @@
-import type { AuditEvent } from '../audit/audit-event.js';
 import { CONFIRMATION_ACTIONS, type ConfirmationStatus } from '../shared/confirmation.js';
+import type { AuditEvent } from './audit-event.js';
 
 /**
  * One confirmation in a timeline: the request, the wait (one entry, however many times the
