@@ -28,8 +28,6 @@ const LAYERS: readonly (readonly string[])[] = [
  * any other, and on an entry here that no longer exists (delete it then).
  */
 const KNOWN: Record<string, string> = {
-  // The sweep keeps a row until the audit events of its transitions are stored: it needs their ids.
-  'ledger/postgres-ledger.ts -> audit/derive.ts': 'transitionEventIds()',
   // Every operation has enqueue(); the producer reads the operation's envelope and retry window.
   'operation/define-operation.ts -> producer/enqueue.ts': 'enqueue(), enqueueBulk()',
 };

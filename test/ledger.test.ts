@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditStore } from '../src/audit/audit-store.js';
-import { eventsForRecord } from '../src/audit/derive.js';
+import { eventsForRecord, transitionEventIds } from '../src/audit/derive.js';
 import { ERROR_CODES, IdempotencyError } from '../src/errors/idempotency-error.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
@@ -378,7 +378,7 @@ describe('sweep', () => {
     try {
       // Their transitions' audit events are not stored yet: the rows (and their record of
       // transitions) stay, each reported pending.
-      const before = await future.sweepPage(100);
+      const before = await future.sweepPage(100, undefined, transitionEventIds);
       expect(before.deleted).toBe(0);
       expect(before.pending.map((r) => r.key)).toEqual(expect.arrayContaining(keys.map(boundedKey)));
       for (const k of keys) expect(await row(k)).toBeDefined();
@@ -387,7 +387,7 @@ describe('sweep', () => {
       await store.writeBatch(before.pending.flatMap((r) => eventsForRecord(r)));
       let total = 0;
       for (;;) {
-        const n = await future.sweepExpired(2);
+        const n = await future.sweepExpired(2, transitionEventIds);
         expect(n).toBeLessThanOrEqual(2);
         total += n;
         if (n === 0) break;

@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { AuditStore } from '../src/audit/audit-store.js';
+import { transitionEventIds } from '../src/audit/derive.js';
 import { IdempotencyConfigError } from '../src/errors/errors.js';
 import { type Operation, withIdempotency } from '../src/index.js';
 import type { ClaimOptions } from '../src/ledger/types.js';
@@ -125,7 +126,7 @@ describe.each([
       await ledger.resolve(a.key, { committed: true, result: { found: true } });
       expect((await ledger.get(a.key))?.status).toBe('completed');
       await ledger.invalidate(a.key);
-      expect(await ledger.sweepExpired(10)).toBeGreaterThanOrEqual(0);
+      expect(await ledger.sweepExpired(10, transitionEventIds)).toBeGreaterThanOrEqual(0);
     } finally {
       await ledger.close();
     }

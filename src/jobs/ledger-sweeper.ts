@@ -1,6 +1,6 @@
 import { type ConnectionOptions, Job, Queue, Worker } from 'bullmq';
 import { type AuditEvent, eventIdFor } from '../audit/audit-event.js';
-import { keptEventsForRecord } from '../audit/derive.js';
+import { keptEventsForRecord, transitionEventIds } from '../audit/derive.js';
 import type { AuditEmitter } from '../audit/emitter.js';
 import {
   type AuditPartitionOptions,
@@ -104,7 +104,7 @@ export async function sweepLedger(ledger: PostgresLedger, opts: SweepOptions = {
   let after: SweepCursor | undefined;
   const horizon = opts.auditRetention ? await auditHorizon(ledger.pool, opts.auditRetention) : undefined;
   while (batches < maxBatches) {
-    const page = await ledger.sweepPage(batchSize, after, horizon);
+    const page = await ledger.sweepPage(batchSize, after, (r) => transitionEventIds(r, horizon));
     batches++;
     deleted += page.deleted;
     pending += page.pending.length;

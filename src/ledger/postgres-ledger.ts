@@ -1,6 +1,5 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type pg from 'pg';
-import { transitionEventIds } from '../audit/derive.js';
 import { checkSchema, DEFAULT_SCHEMA, kyselyFor, openPool, type PostgresOptions } from '../db/connection.js';
 import { poolErrorCount } from '../db/pool-errors.js';
 import { DEFAULT_PREPARED_STATEMENTS, runStatement } from '../db/prepared-statements.js';
@@ -74,6 +73,13 @@ export type OperatorFacts = { actorId?: string; reason?: string };
  * Postgres tid as text, `(page,item)`) of the last row it read, `key` that row's key.
  */
 export type SweepCursor = { at: string; key: string };
+
+/**
+ * The ids of the audit events that must be stored before an expired row (and its record of
+ * transitions) may go: the audit trail knows them (the sweeper passes `transitionEventIds` with its
+ * retention's horizon); the ledger only checks that they are stored.
+ */
+export type SweepEventIds = (record: LedgerRecord) => readonly string[];
 
 /** One page of {@link PostgresLedger.sweepPage}. */
 export type SweepPage = {
@@ -397,14 +403,14 @@ export class PostgresLedger {
   /**
    * Deletes expired terminal rows among the next `batchSize` (never locked or unknown ones; rows
    * another transaction holds are skipped). A row's recorded transitions go with it, so a row is
-   * deleted only when the audit event of every one of its transitions is stored in
-   * `audit_events`, except the events older than `horizon` (the audit retention's, see
-   * `auditHorizon`: their partition is dropped, so they are never waited for); the others are returned as `pending` (store their events, see
+   * deleted only when every audit event `eventIds` names for it is stored in `audit_events` (the
+   * sweeper names those of its transitions but the ones older than the audit retention's horizon,
+   * whose partition is dropped); the others are returned as `pending` (store their events, see
    * `keptEventsForRecord`, and a later sweep deletes them). Pass `next` back as `after` to go on past
    * them. The candidates are found by reading the heap in page order from `after` (no index: see
    * migrations/0008-ledger-compact.ts), so fewer than `batchSize` means the end of the table.
    */
-  async sweepPage(batchSize = 1000, after?: SweepCursor, horizon?: Date): Promise<SweepPage> {
+  async sweepPage(batchSize: number, after: SweepCursor | undefined, eventIds: SweepEventIds): Promise<SweepPage> {
     if (!Number.isInteger(batchSize) || batchSize < 1) {
       throw new IdempotencyConfigError('batchSize must be a positive integer', { option: 'batchSize' });
     }
@@ -434,7 +440,7 @@ export class PostgresLedger {
       }
       const records = rows.map(toRecord);
       // A row from before transitions were recorded has no record to keep: it goes as it did.
-      const ids = records.map((r) => (r.transitions === null ? [] : transitionEventIds(r, horizon)));
+      const ids = records.map((r) => (r.transitions === null ? [] : eventIds(r)));
       const all = ids.flat();
       const stored = new Set<string>(
         all.length === 0
@@ -446,7 +452,7 @@ export class PostgresLedger {
       const done: string[] = [];
       const pending: LedgerRecord[] = [];
       records.forEach((r, i) => {
-        if ((ids[i] as string[]).every((id) => stored.has(id))) done.push(r.key);
+        if ((ids[i] as readonly string[]).every((id) => stored.has(id))) done.push(r.key);
         else pending.push(r);
       });
       if (done.length > 0) await runStatement(client, this.names.sweepKeys, this.sql.sweepKeys, [done]);
@@ -467,11 +473,11 @@ export class PostgresLedger {
   }
 
   /**
-   * Deletes up to `batchSize` expired terminal rows whose transitions' audit events are all
+   * Deletes up to `batchSize` expired terminal rows whose audit events `eventIds` names are all
    * stored (see {@link sweepPage}); never locked or unknown ones. Returns the count.
    */
-  async sweepExpired(batchSize = 1000): Promise<number> {
-    return (await this.sweepPage(batchSize)).deleted;
+  async sweepExpired(batchSize: number, eventIds: SweepEventIds): Promise<number> {
+    return (await this.sweepPage(batchSize, undefined, eventIds)).deleted;
   }
 
   /** The full record of a key, or null. */
