@@ -139,14 +139,14 @@ export {
   type SpanLike,
   type TracerLike,
 } from './observability/tracing.js';
-export {
-  defineOperation,
-  type Operation,
-  type OperationDefinition,
-  type ReconcileContext,
-  type ReconcileOutcome,
+export type {
+  Operation,
+  OperationDefinition,
+  ReconcileContext,
+  ReconcileOutcome,
 } from './operation/define-operation.js';
 export type { Duration } from './operation/duration.js';
+export type { AbsorbedState, EnqueueOptions, EnqueueResult } from './operation/enqueue-types.js';
 export {
   type RetryJobOptions,
   type RetryWindowOptions,
@@ -167,7 +167,8 @@ export {
   type OperationsProcessOptions,
   startOperationsProcess,
 } from './ops/operations-process.js';
-export { type AbsorbedState, type EnqueueOptions, type EnqueueResult, jobIdFor } from './producer/enqueue.js';
+export { defineOperation } from './producer/define-operation.js';
+export { jobIdFor } from './producer/enqueue.js';
 export { type RerunOptions, type RerunOutcome, rerun } from './producer/rerun.js';
 export {
   type CustomScannerInput,

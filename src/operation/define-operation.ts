@@ -5,9 +5,9 @@ import { zodIssues } from '../errors/zod-issues.js';
 import { keyedFingerprint } from '../fingerprint/keyed-fingerprint.js';
 import { type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import type { Downstream } from '../ledger/types.js';
-import { type EnqueueOptions, type EnqueueResult, enqueue, enqueueBulk } from '../producer/enqueue.js';
 import type { Keyring } from '../sealing/keyring.js';
 import { type Duration, toMs } from './duration.js';
+import type { EnqueueOptions, EnqueueResult } from './enqueue-types.js';
 import { assertRetentionCovers, type RetryWindowOptions, retryWindowMs } from './retry-window.js';
 
 /** What a reconcile hook found out about an earlier attempt whose outcome is ambiguous. */
@@ -111,10 +111,16 @@ export type Operation<S extends z.ZodType = z.ZodType, R = unknown, P extends st
   enqueueBulk(queue: Queue, items: { input: z.input<S>; options?: EnqueueOptions }[]): Promise<EnqueueResult[]>;
 };
 
-/** Declares a side-effecting operation. Validates the declaration at once. */
-export function defineOperation<S extends z.ZodType, R = unknown, const P extends readonly (keyof R & string)[] = []>(
+/** An operation but its producer helpers, which `defineOperation` (src/producer) adds. */
+export type OperationCore<S extends z.ZodType = z.ZodType, R = unknown, P extends string = string> = Omit<
+  Operation<S, R, P>,
+  'enqueue' | 'enqueueBulk'
+>;
+
+/** Validates a declaration and makes all of its operation but `enqueue` and `enqueueBulk`. */
+export function operationCore<S extends z.ZodType, R = unknown, const P extends readonly (keyof R & string)[] = []>(
   def: OperationDefinition<S, R> & { publicResult?: P },
-): Operation<S, R, P[number]> {
+): OperationCore<S, R, P[number]> {
   if (!def.name || typeof def.name !== 'string') {
     throw new IdempotencyConfigError('Operation name is required', { option: 'name' });
   }
@@ -161,7 +167,7 @@ export function defineOperation<S extends z.ZodType, R = unknown, const P extend
       });
     }
   }
-  const op: Operation<S, R, P[number]> = {
+  return {
     name: def.name,
     publicResult: Object.freeze(publicResult),
     sensitiveInput: Object.freeze(sensitiveInput),
@@ -193,8 +199,5 @@ export function defineOperation<S extends z.ZodType, R = unknown, const P extend
       // The processor's own value is recorded, exactly: the schema checks it, never rewrites it.
       return value as R;
     },
-    enqueue: (queue, input, options) => enqueue(op, queue, input, options),
-    enqueueBulk: (queue, items) => enqueueBulk(op, queue, items),
   };
-  return op;
 }
