@@ -40,6 +40,33 @@ type Snapshot = {
   oldestConfirmationSeconds: number;
 };
 
+/** A figure of the snapshot, or one per value of the gauge's label. */
+type Figure = (s: Snapshot) => number | Iterable<readonly [string, number]>;
+
+/** The gauges of the snapshot's figures: name (after the prefix), help, figure, label. */
+const GAUGES: readonly (readonly [string, string, Figure, string?])[] = [
+  [
+    'ledger_records',
+    'Ledger rows by status',
+    (s) => LEDGER_STATUSES.map((status) => [status, s.byStatus[status]] as const),
+    'status',
+  ],
+  ['unknown_records', 'Operations whose outcome is unknown, waiting for an operator', (s) => s.byStatus.unknown],
+  ['oldest_lease_seconds', 'Age of the oldest locked claim', (s) => s.oldestLeaseSeconds],
+  ['expired_leases', 'Locked rows whose lease has run out', (s) => s.expiredLeases],
+  ['audit_lag_seconds', 'Age of the oldest audit event not yet written to Postgres', (s) => s.auditLagSeconds],
+  ['audit_queue_batches', 'Audit batches in the audit queue, by state', (s) => Object.entries(s.auditQueue), 'state'],
+  ['audit_outbox_batches', 'Audit batches waiting in the Postgres outbox', (s) => s.outboxBatches],
+  ['audit_outbox_events', 'Audit events waiting in the Postgres outbox', (s) => s.outboxEvents],
+  ['audit_dead_letters', 'Rows in audit_dead_letter', (s) => s.deadLetters],
+  ['pending_confirmations', 'Confirmation requests waiting for an answer', (s) => s.pendingConfirmations],
+  [
+    'oldest_pending_confirmation_seconds',
+    'How long the oldest pending confirmation request has waited',
+    (s) => s.oldestConfirmationSeconds,
+  ],
+];
+
 /**
  * The operations process's Prometheus metrics: the ledger, the audit pipeline and this process's
  * writer. Figures from Postgres and Redis are read at scrape time, at most once per `maxAgeMs`
@@ -74,52 +101,20 @@ export class OperationsMetrics {
       up = snapshot ? 1 : 0;
       return snapshot;
     };
-    const gauge = (name: string, help: string, set: (g: Gauge, s: Snapshot) => void, labelNames: string[] = []) =>
+    for (const [name, help, figure, label] of GAUGES)
       new Gauge({
         name: `${p}${name}`,
         help,
-        labelNames,
+        labelNames: label ? [label] : [],
         registers,
         async collect() {
           const s = await read();
-          if (s) set(this, s);
+          if (!s) return;
+          const f = figure(s);
+          if (typeof f === 'number') this.set(f);
+          else for (const [value, n] of f) this.set({ [label as string]: value }, n);
         },
       });
-    gauge(
-      'ledger_records',
-      'Ledger rows by status',
-      (g, s) => {
-        for (const status of LEDGER_STATUSES) g.set({ status }, s.byStatus[status]);
-      },
-      ['status'],
-    );
-    gauge('unknown_records', 'Operations whose outcome is unknown, waiting for an operator', (g, s) =>
-      g.set(s.byStatus.unknown),
-    );
-    gauge('oldest_lease_seconds', 'Age of the oldest locked claim', (g, s) => g.set(s.oldestLeaseSeconds));
-    gauge('expired_leases', 'Locked rows whose lease has run out', (g, s) => g.set(s.expiredLeases));
-    gauge('audit_lag_seconds', 'Age of the oldest audit event not yet written to Postgres', (g, s) =>
-      g.set(s.auditLagSeconds),
-    );
-    gauge(
-      'audit_queue_batches',
-      'Audit batches in the audit queue, by state',
-      (g, s) => {
-        for (const [state, n] of Object.entries(s.auditQueue)) g.set({ state }, n);
-      },
-      ['state'],
-    );
-    gauge('audit_outbox_batches', 'Audit batches waiting in the Postgres outbox', (g, s) => g.set(s.outboxBatches));
-    gauge('audit_outbox_events', 'Audit events waiting in the Postgres outbox', (g, s) => g.set(s.outboxEvents));
-    gauge('audit_dead_letters', 'Rows in audit_dead_letter', (g, s) => g.set(s.deadLetters));
-    gauge('pending_confirmations', 'Confirmation requests waiting for an answer', (g, s) =>
-      g.set(s.pendingConfirmations),
-    );
-    gauge(
-      'oldest_pending_confirmation_seconds',
-      'How long the oldest pending confirmation request has waited',
-      (g, s) => g.set(s.oldestConfirmationSeconds),
-    );
     new Gauge({
       name: `${p}figures_up`,
       help: 'Whether the last scrape could read the ledger and audit figures (0: they are stale)',
