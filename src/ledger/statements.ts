@@ -68,6 +68,8 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
     .filter(({ spec }) => spec.to !== 'locked')
     .map(({ spec }) => `(l.status in (${list(spec.from)})${DOWNSTREAM[spec.downstream ?? 'any']})`)
     .join(' or ')})`;
+  /** The error code the upsert records on a row it leaves unknown: that transition's reason code. */
+  const leaseExpired = `'${TRANSITIONS.takeover_unknown.reasonCode}'`;
   /**
    * The recorded transition appended by the statement that makes it (migration 0008, parsed by
    * `parseTransitions`): text, one JSON array per transition, `[code, epoch, ms, {facts}]`, joined
@@ -139,7 +141,7 @@ ins as (
     lease_expires_at = case when ${claimToUnknown} then null else excluded.lease_expires_at end,
     last_transition = ${claimTransition},
     error = case when ${claimToUnknown}
-      then jsonb_build_object('code', 'IDEMPOTENCY_LEASE_EXPIRED', 'message',
+      then jsonb_build_object('code', ${leaseExpired}, 'message',
         'the attempt holding epoch ' || l.epoch || ' lost its lease before recording an outcome; the downstream has no idempotent API or lookup')
       else null end,
     operation = excluded.operation,
@@ -150,7 +152,7 @@ ins as (
     job_id = excluded.job_id, queue = excluded.queue,
     task_id = coalesce(excluded.task_id, l.task_id), step_id = coalesce(excluded.step_id, l.step_id),
     updated_at = excluded.updated_at, claimed_at = null, claim_transition = null,
-    transitions = ${append('l.transitions', code(claimTransition), 'l.epoch + 1', N, `${claimFacts('excluded', 'excluded.lease_owner')}, 'c', case when ${claimToUnknown} then 'IDEMPOTENCY_LEASE_EXPIRED' end`)}
+    transitions = ${append('l.transitions', code(claimTransition), 'l.epoch + 1', N, `${claimFacts('excluded', 'excluded.lease_owner')}, 'c', case when ${claimToUnknown} then ${leaseExpired} end`)}
   where ${claimable('l', 'excluded.fingerprint', N)}
   returning ${returning}
 )

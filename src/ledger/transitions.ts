@@ -1,3 +1,4 @@
+import { ERROR_CODES } from '../errors/idempotency-error.js';
 import type { LedgerStatus, Transition } from './states.js';
 
 /**
@@ -91,7 +92,7 @@ export const TRANSITIONS = {
     startsAttempt: false,
     endsAttempt: false,
     supersedes: true,
-    reasonCode: 'IDEMPOTENCY_LEASE_EXPIRED',
+    reasonCode: ERROR_CODES.leaseExpired,
   },
   reclaimed: {
     ...claim,
