@@ -127,6 +127,8 @@ function fillExpressions(expiredUpTo: number): Record<string, string> {
     updated_at: 'a.at',
     completed_at: ifSet('completed_at', 'a.at'),
     expires_at: ifSet('expires_at', `a.at + interval '1 day'`),
+    // No row expires before it (migration 0010): its last write plus its retention.
+    sweep_after: `a.at + t.retention_ms * interval '1 millisecond'`,
     // The template's record of transitions (its bytes) on every live row; none on the expired
     // ones, which the sweeper then deletes as rows from before transitions were recorded (with a
     // record it deletes a row only once its events are in audit_events, which this bench does not

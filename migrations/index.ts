@@ -8,6 +8,7 @@ import { auditPartitionsMigration } from './0006-audit-partitions.js';
 import { confirmationsMigration } from './0007-confirmations.js';
 import { ledgerCompactMigration } from './0008-ledger-compact.js';
 import { ledgerFingerprintBytesMigration } from './0009-ledger-fingerprint-bytes.js';
+import { ledgerSweepIndexMigration } from './0010-ledger-sweep-index.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -21,5 +22,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0007-confirmations': confirmationsMigration(schema),
     '0008-ledger-compact': ledgerCompactMigration(schema),
     '0009-ledger-fingerprint-bytes': ledgerFingerprintBytesMigration(schema),
+    '0010-ledger-sweep-index': ledgerSweepIndexMigration(schema),
   };
 }

@@ -11,6 +11,7 @@ import { BACKFILL_MARK, buildTimeline, renderTimeline } from '../src/audit/timel
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { ledgerStatements } from '../src/ledger/statements.js';
 import { TRANSITIONS } from '../src/ledger/transitions.js';
 import type { ClaimOptions, Transition } from '../src/ledger/types.js';
 import { TestContext } from './helpers/context.js';
@@ -166,6 +167,37 @@ describe('the record of transitions', () => {
     expect(indexed.rows.length).toBeGreaterThan(0);
     for (const { def } of indexed.rows) {
       for (const column of changed) expect(def).not.toMatch(new RegExp(`\\b${column}\\b`));
+    }
+  });
+
+  it('the sweep finds expired rows by the index on sweep_after, and never before their retention from the last transition', async () => {
+    const sql = ledgerStatements(`${t.schema}.idempotency_ledger`).sweepCandidates;
+    const pool = t.pool(1);
+    try {
+      await pool.query('set enable_seqscan = off'); // a small table: the plan the index makes possible
+      const plan = await pool.query(`explain ${sql}`, [100, 0, '-infinity', '']);
+      expect(plan.rows.map((r) => r['QUERY PLAN']).join('\n')).toMatch(/idempotency_ledger_sweep_idx/);
+    } finally {
+      await pool.end();
+    }
+    // Claimed at 0 s, completed at 20 s (a 30 s lease, a 60 s retention): sweep_after is 60 s,
+    // the real expiry 80 s.
+    const key = newKey();
+    const at = (ms: number) => t.ledger({ clockOffsetMs: ms });
+    const done = at(20_000);
+    const early = at(70_000);
+    const late = at(90_000);
+    try {
+      const c = await acquire(ledger, claimOf(key));
+      expect(await done.complete(boundedKey(key), c.epoch, { ok: true })).toMatchObject({ result: { ok: true } });
+      const noEvents = () => [];
+      // Other tests' rows of this file may go at either sweep; this key's row only at the second.
+      await early.sweepExpired(1000, noEvents);
+      expect(await early.get(boundedKey(key))).toMatchObject({ status: 'completed' });
+      await late.sweepExpired(1000, noEvents);
+      expect(await late.get(boundedKey(key))).toBeNull();
+    } finally {
+      await Promise.all([done.close(), early.close(), late.close()]);
     }
   });
 

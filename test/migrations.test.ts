@@ -25,7 +25,7 @@ const AUDIT_TABLES = [
 ];
 const CONFIRMATIONS = 'idempotency_confirmations';
 const LIBRARY_TABLES = [...AUDIT_TABLES, CONFIRMATIONS, LEDGER];
-const LEDGER_INDEXES = ['idempotency_ledger_pkey', 'idempotency_ledger_task_idx'];
+const LEDGER_INDEXES = ['idempotency_ledger_pkey', 'idempotency_ledger_sweep_idx', 'idempotency_ledger_task_idx'];
 /** Schemas created by this file besides t.schema; dropped in afterAll. */
 const extraSchemas: string[] = [];
 
@@ -122,14 +122,14 @@ describe('migrate up, down and up again', () => {
     // The ledger is usable: its checks accept a valid row.
     await t.query(
       `insert into ${schema}.${LEDGER} (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
-         downstream, retention_ms, last_transition, created_at, updated_at, claimed_at, claim_transition)
-       values ('k', 'n', 'r', 'v', 'op', 'f', 'locked', 1, 'idempotent', 1000, 'claimed', now(), now(), now(), 'claimed')`,
+         downstream, retention_ms, last_transition, created_at, updated_at, claimed_at, claim_transition, sweep_after)
+       values ('k', 'n', 'r', 'v', 'op', 'f', 'locked', 1, 'idempotent', 1000, 'claimed', now(), now(), now(), 'claimed', now())`,
     );
     await expect(
       t.query(
         `insert into ${schema}.${LEDGER} (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
-           downstream, retention_ms, last_transition, created_at, updated_at, claimed_at, claim_transition)
-         values ('k2', 'n', 'r', 'v', 'op', 'f', 'bogus', 1, 'idempotent', 1000, 'claimed', now(), now(), now(), 'claimed')`,
+           downstream, retention_ms, last_transition, created_at, updated_at, claimed_at, claim_transition, sweep_after)
+         values ('k2', 'n', 'r', 'v', 'op', 'f', 'bogus', 1, 'idempotent', 1000, 'claimed', now(), now(), now(), 'claimed', now())`,
       ),
     ).rejects.toThrow(/check constraint/);
 
@@ -191,9 +191,14 @@ describe('migrate up, down and up again', () => {
     const partitioned = async () =>
       (await t.query(`select relkind from pg_class where oid = $1::regclass`, [`${schema}.audit_events`])).rows[0]
         ?.relkind;
-    // 0009's 'down' (the last) put the text fingerprint back, 0008's the sweeper's index and the
-    // jsonb record; 0007's drops the confirmations table.
-    expect(last).toBe('0009-ledger-fingerprint-bytes');
+    // 0010's 'down' (the last) took the sweeper's sweep_after index and column; 0009's put the
+    // text fingerprint back, 0008's the expiry index and the jsonb record; 0007's drops the
+    // confirmations table.
+    expect(last).toBe('0010-ledger-sweep-index');
+    expect(await indexesOf(schema)).not.toContain('idempotency_ledger_sweep_idx');
+    expect(await ledgerColumns()).not.toContain('sweep_after');
+    expect(await columnType(schema, 'fingerprint')).toBe('bytea');
+    expect(await downTo(schema, '0009-ledger-fingerprint-bytes')).toEqual([down('0009-ledger-fingerprint-bytes')]);
     expect(await columnType(schema, 'fingerprint')).toBe('text');
     expect(await downTo(schema, '0008-ledger-compact')).toEqual([down('0008-ledger-compact')]);
     expect(await indexesOf(schema)).toContain('idempotency_ledger_expires_idx');
@@ -201,7 +206,7 @@ describe('migrate up, down and up again', () => {
     expect(await downTo(schema, '0007-confirmations')).toEqual([down('0007-confirmations')]);
     expect(await tablesOf(schema)).not.toContain(CONFIRMATIONS);
     expect(await partitioned()).toBe('p');
-    for (let i = migrationNames.length - 4; migrationNames[i + 1] !== '0004-audit-event-id-unique'; i--) {
+    for (let i = migrationNames.length - 5; migrationNames[i + 1] !== '0004-audit-event-id-unique'; i--) {
       expect((await migrate({ connectionString: t.databaseUrl, schema, to: 'down' })).results).toEqual([
         down(migrationNames[i]!),
       ]);

@@ -210,10 +210,11 @@ describe('ledger sweeper', () => {
     const table = `${t.schema}.idempotency_ledger`;
     await t.query(
       `insert into ${table} (key, namespace, resource_key, version, operation, fingerprint, status, epoch, downstream,
-        retention_ms, last_transition, created_at, updated_at, claimed_at, claim_transition, completed_at, expires_at, result)
+        retention_ms, last_transition, created_at, updated_at, claimed_at, claim_transition, completed_at, expires_at, result,
+        sweep_after)
        select 'old:' || g, 'old', 'r' || g, 'v1', 'old', 'fp', 'completed', 1, 'idempotent', 1000, 'completed',
          now() - interval '2 days', now() - interval '2 days', now() - interval '2 days', 'claimed', now() - interval '2 days',
-         now() - interval '1 day', '1'::jsonb
+         now() - interval '1 day', '1'::jsonb, now() - interval '2 days' + interval '1 second'
        from generate_series(1, 200000) g`,
     );
     const live = { namespace: 'acme/live', resourceKey: 'locked', version: 'v1' };

@@ -69,8 +69,8 @@ type ClaimRow = { key: string; values: unknown[] };
 export type OperatorFacts = { actorId?: string; reason?: string };
 
 /**
- * A position of the sweep, which walks the heap in page order: `at` is the heap position (a
- * Postgres tid as text, `(page,item)`) of the last row it read, `key` that row's key.
+ * A position of the sweep, which reads the rows in `sweep_after` order (migration 0010): `at` is
+ * the last row's `sweep_after` as Postgres text (exact, microseconds), `key` its key.
  */
 export type SweepCursor = { at: string; key: string };
 
@@ -97,11 +97,6 @@ type CompleteRow = { key: string; epoch: number; text: string };
 export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
 export const MAX_ERROR_MESSAGE_LENGTH = 2000;
 const MAX_CLAIM_ROUNDS = 8;
-/** Heap pages the sweep reads per statement (1 MiB of 8 KiB pages). */
-const SWEEP_RANGE_PAGES = 128;
-
-/** The page of a heap position `(page,item)`. */
-const pageOf = (tid: string): number => Number(tid.slice(1, tid.indexOf(',')));
 
 /** A kysely transaction (or instance) in which a completion should commit. */
 export type LedgerExecutor = Kysely<unknown>;
@@ -417,27 +412,14 @@ export class PostgresLedger {
     const client = await this.pool.connect();
     try {
       await client.query('begin');
-      // Pages past the end when the sweep started hold rows inserted since: none expired.
-      const pages = Number(
-        ((await runStatement(client, this.names.sweepPages, this.sql.sweepPages, [])).rows[0] as Row).n,
-      );
-      const rows: Row[] = [];
-      let from = after?.at ?? '(0,0)';
-      // A range of SWEEP_RANGE_PAGES pages at a time, until a batch is found or the heap ends.
-      for (let page = pageOf(from); rows.length < batchSize && page < pages; page = pageOf(from)) {
-        const to = `(${page + SWEEP_RANGE_PAGES},0)`;
-        const want = batchSize - rows.length;
-        const got = (
-          await runStatement(client, this.names.sweepCandidates, this.sql.sweepCandidates, [
-            want,
-            this.clockOffsetMs,
-            from,
-            to,
-          ])
-        ).rows as Row[];
-        rows.push(...got);
-        from = got.length === want ? ((got[got.length - 1] as Row).cursor_at as string) : to;
-      }
+      const rows = (
+        await runStatement(client, this.names.sweepCandidates, this.sql.sweepCandidates, [
+          batchSize,
+          this.clockOffsetMs,
+          after?.at ?? '-infinity',
+          after?.key ?? '',
+        ])
+      ).rows as Row[];
       const records = rows.map(toRecord);
       // A row from before transitions were recorded has no record to keep: it goes as it did.
       const ids = records.map((r) => (r.transitions === null ? [] : eventIds(r)));
@@ -462,7 +444,7 @@ export class PostgresLedger {
         deleted: done.length,
         scanned: rows.length,
         pending,
-        next: last ? { at: from, key: last.key as string } : undefined,
+        next: last ? { at: last.cursor_at as string, key: last.key as string } : undefined,
       };
     } catch (err) {
       await client.query('rollback').catch(() => {});

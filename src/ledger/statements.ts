@@ -104,6 +104,12 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
   ${completedAt(x)} as completed_at, ${expiresAt(x)} as expires_at, ${x}.last_transition`;
   const returning = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, last_transition, updated_at, retention_ms`;
   const N = now(15);
+  /**
+   * A claim's `sweep_after` (migration 0010): the claim's time plus the retention, before which
+   * the row cannot expire (it expires a retention after its last transition, which is not
+   * earlier than this claim). Written by claims only, so a completion changes no indexed column.
+   */
+  const sweepAfter = (i: string) => `${N} + ${i}.retention_ms * interval '1 millisecond'`;
   const fenced = `key = $1 and epoch = $2 and status = 'locked'`;
   return {
     /**
@@ -127,10 +133,10 @@ cur as (select l.*, ${fpBytes('i.fingerprint')} as want from ${table} l join i o
 ins as (
   insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch, downstream,
     lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at, updated_at,
-    claimed_at, claim_transition, transitions)
+    claimed_at, claim_transition, transitions, sweep_after)
   select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, i.owner,
     ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id, null, ${N},
-    null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}
+    null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}, ${sweepAfter('i')}
   from i
   where not exists (select 1 from cur c where c.key = i.key and not ${claimable('c', 'c.want', N)})
   order by i.key
@@ -147,7 +153,7 @@ ins as (
     operation = excluded.operation,
     fingerprint = excluded.fingerprint,
     downstream = case when l.status = 'locked' then l.downstream else excluded.downstream end,
-    retention_ms = excluded.retention_ms,
+    retention_ms = excluded.retention_ms, sweep_after = excluded.sweep_after,
     result = null, retryable = null, completed_at = null, expires_at = null,
     job_id = excluded.job_id, queue = excluded.queue,
     task_id = coalesce(excluded.task_id, l.task_id), step_id = coalesce(excluded.step_id, l.step_id),
@@ -186,10 +192,10 @@ from unnest($1::text[], $2::text[]) as i(key, want) join ${table} l on l.key = i
      */
     insertNew: `insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
     downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
-    updated_at, claimed_at, claim_transition, transitions)
+    updated_at, claimed_at, claim_transition, transitions, sweep_after)
   select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, i.owner,
     ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id,
-    null, ${N}, null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}
+    null, ${N}, null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}, ${sweepAfter('i')}
   from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
     $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
     as i(key, namespace, resource_key, version, operation, fingerprint, lease_ms, retention_ms, downstream, owner,
@@ -250,19 +256,16 @@ from prev where t.key = prev.key returning t.epoch, prev.status as previous_stat
 where key = $1 and status = 'unknown' returning epoch, ${ms('updated_at')} as at_ms`,
 
     /**
-     * The sweep's candidates: expired terminal rows in a range of heap positions after `$3` and
-     * before `$4` (a TID range scan: the pages in order, no index), in heap order, locked for the
-     * transaction that deletes them, skipping rows another transaction holds. No index finds
-     * them: an index on expiry or status would change at every completion, which could then not
-     * be a HOT update (see migrations/0008-ledger-compact.ts).
-     * Params: 1 batch size, 2 clock offset, 3 after (tid text), 4 before (tid text).
+     * The sweep's candidates: expired terminal rows after the cursor (`$3` sweep_after as text,
+     * `$4` key), found by the index on `sweep_after` (no row expires before it, see migration
+     * 0010) and checked against their real expiry, in index order, locked for the transaction
+     * that deletes them, skipping rows another transaction holds.
+     * Params: 1 batch size, 2 clock offset, 3 after sweep_after (text), 4 after key.
      */
-    sweepCandidates: `select *, ctid::text as cursor_at from ${table} l
-  where ctid > $3::tid and ctid < $4::tid and status in ${TERMINAL} and ${expiresAt('l')} <= ${now(2)}
-  order by ctid limit $1 for update skip locked`,
-
-    /** The heap's length in pages, where the sweep ends. */
-    sweepPages: `select (pg_relation_size('${table}'::regclass) / current_setting('block_size')::int8)::int8 as n`,
+    sweepCandidates: `select *, sweep_after::text as cursor_at from ${table} l
+  where sweep_after <= ${now(2)} and (sweep_after > $3::timestamptz or (sweep_after = $3::timestamptz and key > $4::text))
+    and status in ${TERMINAL} and ${expiresAt('l')} <= ${now(2)}
+  order by sweep_after, key limit $1 for update skip locked`,
 
     /** The ids among $1 that are stored in the audit trail (its table of event ids, one row per stored event). */
     storedEventIds: `select event_id from ${auditEventIds} where event_id = any($1::text[])`,
