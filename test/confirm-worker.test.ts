@@ -8,6 +8,7 @@ import type { Job, Queue, Worker } from 'bullmq';
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AuditStore } from '../src/audit/audit-store.js';
+import { eventsForRecord } from '../src/audit/derive.js';
 import { renderTimeline, timeline } from '../src/audit/timeline.js';
 import { answerConfirmation } from '../src/confirm/answer.js';
 import { ConfirmationStore } from '../src/confirm/confirmation-store.js';
@@ -246,6 +247,15 @@ describe('ctx.confirm() across worker processes', () => {
       { action: 'idempotency.claimed', epoch: 2, actor_type: 'system', decision: 'allow', reason_code: null },
       { action: 'idempotency.completed', epoch: 2, actor_type: 'system', decision: 'allow', reason_code: null },
     ]);
+
+    // What the backfill would derive from the ledger's record, had a live event been lost: the
+    // release carries the same reason code.
+    const record = await ledger.get(keyOf(order));
+    expect(
+      eventsForRecord(record as NonNullable<typeof record>)
+        .filter((e) => e.action === 'idempotency.released')
+        .map((e) => [e.epoch, e.reasonCode]),
+    ).toEqual([[1, 'CONFIRMATION_PENDING']]);
 
     // The timeline: one entry for the wait, from the request to the answer, and who answered.
     const answered = await store.get(c.id);

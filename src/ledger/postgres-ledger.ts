@@ -338,9 +338,13 @@ export class PostgresLedger {
     return this.finish(key, epoch, error, terminal ? 'failed' : 'failed_retryable', !terminal);
   }
 
-  /** Gives the key back: the attempt committed nothing. The next claim gets epoch + 1. */
-  async release(key: KeyLike, epoch: number): Promise<WriteReceipt> {
-    return this.finish(key, epoch, null, 'released', null);
+  /**
+   * Gives the key back: the attempt committed nothing. The next claim gets epoch + 1. `reasonCode`
+   * (why: e.g. `CONFIRMATION_PENDING`) goes into the record of transitions, so the event the
+   * backfill derives carries it as the live one does.
+   */
+  async release(key: KeyLike, epoch: number, reasonCode?: string): Promise<WriteReceipt> {
+    return this.finish(key, epoch, null, 'released', null, reasonCode);
   }
 
   /** The attempt cannot tell whether its side effect committed: no unattended retry until resolved. */
@@ -479,11 +483,21 @@ export class PostgresLedger {
     error: RecordedError | null,
     transition: Exclude<OutcomeTransition, 'completed'>,
     retryable: boolean | null,
+    reasonCode: string | null = null,
   ): Promise<WriteReceipt> {
     const k = toKey(key);
     const errText = error ? JSON.stringify(boundError(error)) : null;
     const status = TRANSITIONS[transition].to;
-    const rows = await this.run('finish', [k, epoch, errText, this.clockOffsetMs, status, transition, retryable]);
+    const rows = await this.run('finish', [
+      k,
+      epoch,
+      errText,
+      this.clockOffsetMs,
+      status,
+      transition,
+      retryable,
+      reasonCode,
+    ]);
     if (!rows[0]) throw await this.fenced(k, epoch, transition);
     return { key: k, epoch, at: atOf(rows[0]) };
   }

@@ -220,12 +220,15 @@ where ${fenced} returning lease_expires_at, ${now(4)} as at`,
 from unnest($1::text[], $2::int4[], $3::text[]) as u(key, epoch, result)
 where t.key = u.key and t.epoch = u.epoch and t.status = 'locked' returning t.key, ${ms('t.updated_at')} as at_ms`,
 
-    /** Params: 1 key, 2 epoch, 3 error json, 4 clock offset, 5 new status, 6 transition, 7 retryable. */
+    /**
+     * Params: 1 key, 2 epoch, 3 error json, 4 clock offset, 5 new status, 6 transition, 7 retryable,
+     * 8 the reason code of a release that records no error (the record's `c` fact).
+     */
     finish: `update ${table} set status = $5, error = $3::jsonb, retryable = $7, result = null,
   lease_owner = null, lease_expires_at = null, last_transition = null,
   expires_at = null,
   updated_at = ${now(4)},
-  transitions = ${append('transitions', code('$6::text'), 'epoch', now(4), `'c', $3::jsonb->>'code'`)}
+  transitions = ${append('transitions', code('$6::text'), 'epoch', now(4), `'c', coalesce($3::jsonb->>'code', $8::text)`)}
 where ${fenced} returning ${ms('updated_at')} as at_ms`,
 
     /** Params: 1 key. */

@@ -84,7 +84,7 @@ export class OutcomeRecorder {
         ? await this.persist(
             'release',
             signal,
-            () => ledger.release(scope.k, epoch),
+            () => ledger.release(scope.k, epoch, error.code),
             landedAs(scope.k, epoch, 'released'),
           )
         : await this.persist(
