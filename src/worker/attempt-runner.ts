@@ -154,7 +154,8 @@ export class AttemptRunner<I, R, DB> {
         return await this.onProcessorError(p, epoch, err, keeper, state);
       }
       if (state.recorded) return state.recorded.result;
-      return (await this.recorder.complete(scope, epoch, value, keeper.signal)).result;
+      // The keeper, not its signal: the signal is made only if the completion has to be asked again.
+      return (await this.recorder.complete(scope, epoch, value, keeper)).result;
     } finally {
       keeper.stop();
     }

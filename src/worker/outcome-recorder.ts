@@ -8,7 +8,7 @@ import type { AttemptEvents } from './attempt-events.js';
 import type { AttemptScope } from './attempt-scope.js';
 import type { ErrorClass } from './classify.js';
 import { LedgerUnreachableError } from './infra-error.js';
-import { type Landed, landedAs, landedCompletion, persist } from './persist.js';
+import { type Landed, landedAs, landedCompletion, persist, type SignalSource } from './persist.js';
 import type { RunnerSettings } from './runner-settings.js';
 
 /** A completion's receipt: when it took effect (database time) and the result as recorded. */
@@ -44,7 +44,7 @@ export class OutcomeRecorder {
    * fails with that error, unrecoverable; a step throws {@link UnknownOutcomeError}, which its
    * operation meets as an unknown outcome.
    */
-  async complete(scope: AttemptScope, epoch: number, value: unknown, signal: AbortSignal): Promise<Completed> {
+  async complete(scope: AttemptScope, epoch: number, value: unknown, signal: SignalSource): Promise<Completed> {
     try {
       const sealed = this.sealValue(scope, value);
       const done = await this.write(scope, 'complete', signal, epoch, sealed);
@@ -73,7 +73,7 @@ export class OutcomeRecorder {
     epoch: number,
     err: unknown,
     cls: Exclude<ErrorClass, 'reconcile'>,
-    signal: AbortSignal,
+    signal: SignalSource,
   ): Promise<void> {
     const { ledger } = this.s.options;
     const error = recordedError(err, this.s.keyring);
@@ -101,7 +101,7 @@ export class OutcomeRecorder {
   }
 
   /** Marks the key unknown: its effect may have committed and cannot be checked; an operator decides. */
-  async markUnknown(scope: AttemptScope, epoch: number, error: RecordedError, signal: AbortSignal): Promise<void> {
+  async markUnknown(scope: AttemptScope, epoch: number, error: RecordedError, signal: SignalSource): Promise<void> {
     const { at } = await this.persist(
       'markUnknown',
       signal,
@@ -144,12 +144,12 @@ export class OutcomeRecorder {
   }
 
   /** A fenced write asked again while the lease holds; see {@link persist}. */
-  persist<T>(what: string, signal: AbortSignal, write: () => Promise<T>, landed?: Landed<T>): Promise<T> {
+  persist<T>(what: string, signal: SignalSource, write: () => Promise<T>, landed?: Landed<T>): Promise<T> {
     return persist(this.s.options.ledger, this.s.op.leaseMs, what, signal, write, landed);
   }
 
   /** The ledger's completion of `scope`'s key under `epoch`. */
-  private write(scope: AttemptScope, what: string, signal: AbortSignal, epoch: number, sealed: unknown) {
+  private write(scope: AttemptScope, what: string, signal: SignalSource, epoch: number, sealed: unknown) {
     return this.persist(
       scope.stepId === undefined ? what : `step ${what}`,
       signal,

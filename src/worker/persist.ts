@@ -5,12 +5,20 @@ import type { LedgerRecord, LedgerStatus } from '../ledger/types.js';
 import { LedgerUnreachableError, ledgerBackoff } from './infra-error.js';
 import { pause } from './pause.js';
 
+/**
+ * The signal a write stops retrying on, or what holds it (a lease keeper): read only when a write
+ * failed, since making a keeper's signal costs an AbortController per attempt.
+ */
+export type SignalSource = AbortSignal | { readonly signal: AbortSignal };
+
+const signalOf = (source: SignalSource): AbortSignal => (source instanceof AbortSignal ? source : source.signal);
+
 /** How a write that landed although its answer was lost is recognised, and what it returns then. */
 export type Landed<T> = { key: string; epoch: number; status: LedgerStatus; value: (rec: LedgerRecord) => T };
 
 /**
  * A ledger write made while the attempt holds its lease, asked again with backoff while the
- * lease holds (`signal` fires when the keeper cannot keep it) and for at most two leases; then a
+ * lease holds (`source`'s signal fires when the keeper cannot keep it) and for at most two leases; then a
  * {@link LedgerUnreachableError}, and the job is deferred. A write that landed although its
  * answer was lost meets its own state on the retry: `landed` reads it from the record.
  */
@@ -18,7 +26,7 @@ export async function persist<T>(
   ledger: PostgresLedger,
   leaseMs: number,
   what: string,
-  signal: AbortSignal,
+  source: SignalSource,
   write: () => Promise<T>,
   landed?: Landed<T>,
 ): Promise<T> {
@@ -39,6 +47,7 @@ export async function persist<T>(
       }
       if (!isInfraError(err)) throw err;
       failedBefore = true;
+      const signal = signalOf(source);
       const left = deadline - performance.now();
       if (signal.aborted || left <= 0) throw new LedgerUnreachableError(what, err);
       await pause(Math.min(left, Math.max(25, leaseMs / 4), ledgerBackoff.next()), signal);

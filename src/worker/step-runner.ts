@@ -84,7 +84,7 @@ export class StepRunner {
           ? new UnknownOutcomeError({ key: scope.k, epoch })
           : err;
       }
-      await this.recorder.complete(scope, epoch, value, keeper.signal);
+      await this.recorder.complete(scope, epoch, value, keeper);
       return value; // the step's own value, exactly; the ledger holds it sealed
     } finally {
       keeper.stop();
