@@ -6,11 +6,13 @@ import {
   boundedKey,
   canonicalKey,
   type IdempotencyKey,
+  idempotencyKeySchema,
   KEY_LIMITS,
   MAX_BOUNDED_KEY_LENGTH,
   parseCanonicalKey,
   parseIdempotencyKey,
 } from '../src/keys/idempotency-key.js';
+import { ENVELOPE_FIELD, envelopeSchema, readEnvelope } from '../src/operation/envelope.js';
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping exactly the characters the schema refuses
 const CONTROL_G = /[\u0000-\u001f\u007f-\u009f]/g;
@@ -347,5 +349,71 @@ describe('parseIdempotencyKey validation', () => {
     expect(e.message).toContain('namespace: must not be empty');
     expect(e.message).toContain('resourceKey: must not start or end with white space');
     expect(e.message).toContain('version: must not contain control characters');
+  });
+});
+
+describe('the hand check of parseIdempotencyKey and of a job envelope', () => {
+  /** Values near the schema's edges: generated keys, broken parts, extra or missing fields, non-objects. */
+  const rawPart = fc.oneof(
+    part(KEY_LIMITS.version),
+    fc.array(unit, { minLength: 0, maxLength: 70 }).map((u) => u.join('')),
+    fc.constantFrom('', ' a', 'a\u0000', '\ud800', 'x'.repeat(KEY_LIMITS.version + 1)),
+    fc.anything(),
+  );
+  const nearKey = fc.oneof(
+    anyKeyArb,
+    fc.record({ namespace: rawPart, resourceKey: rawPart, version: rawPart }, { requiredKeys: [] }),
+    fc.tuple(anyKeyArb, fc.string(), fc.anything()).map(([k, name, v]) => ({ ...k, [name]: v })),
+    fc.anything(),
+  );
+
+  it('accepts exactly what the schema accepts, with the same parts', () => {
+    fc.assert(
+      fc.property(nearKey, (value) => {
+        const schema = idempotencyKeySchema.safeParse(value);
+        let parsed: IdempotencyKey | undefined;
+        try {
+          parsed = parseIdempotencyKey(value);
+        } catch (err) {
+          expect(err).toBeInstanceOf(InvalidIdempotencyKeyError);
+        }
+        expect(parsed).toEqual(schema.success ? schema.data : undefined);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('reads an envelope only when the schema accepts it, as the schema reads it', () => {
+    const meta = fc.record(
+      {
+        v: fc.constantFrom<unknown>(1, 2, '1'),
+        operation: fc.oneof(fc.string({ maxLength: 3 }), fc.constant('o'.repeat(201)), fc.anything()),
+        key: nearKey,
+        taskId: fc.oneof(fc.string({ maxLength: 3 }), fc.constant('t'.repeat(200)), fc.anything()),
+        extra: fc.anything(),
+      },
+      { requiredKeys: ['v', 'operation', 'key'] },
+    );
+    const data = fc.oneof(
+      fc.record({ [ENVELOPE_FIELD]: meta, input: fc.anything() }),
+      fc.record({ [ENVELOPE_FIELD]: meta, input: fc.anything(), other: fc.anything() }, { requiredKeys: [] }),
+      fc.anything(),
+    );
+    fc.assert(
+      fc.property(data, (value) => {
+        const read = readEnvelope(value);
+        if (read === undefined) return;
+        const schema = envelopeSchema.safeParse(value);
+        expect(schema.success).toBe(true);
+        expect(read).toEqual(schema.data);
+      }),
+      { numRuns: 3000 },
+    );
+    // And the hand check does read the envelopes the producer writes.
+    const made = { [ENVELOPE_FIELD]: { v: 1, operation: 'acme/x', key: valid, taskId: 't1' }, input: { a: 1 } };
+    expect(readEnvelope(made)).toEqual(made);
+    expect(
+      readEnvelope(JSON.parse(JSON.stringify({ ...made, [ENVELOPE_FIELD]: { v: 1, operation: 'o', key: valid } }))),
+    ).toBeDefined();
   });
 });

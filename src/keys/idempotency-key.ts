@@ -50,6 +50,11 @@ export const idempotencyKeySchema = z
  * Validates a key, throwing {@link InvalidIdempotencyKeyError} with every issue.
  */
 export function parseIdempotencyKey(value: unknown): IdempotencyKey {
+  // Every claim and every job parses a key: a well-formed one is checked by hand, without zod's
+  // issue machinery. It accepts only what the schema accepts; anything else goes to the schema,
+  // which says why.
+  if (isWellFormedKey(value))
+    return { namespace: value.namespace, resourceKey: value.resourceKey, version: value.version };
   const parsed = idempotencyKeySchema.safeParse(value);
   if (!parsed.success) {
     throw new InvalidIdempotencyKeyError(
@@ -57,6 +62,38 @@ export function parseIdempotencyKey(value: unknown): IdempotencyKey {
     );
   }
   return parsed.data;
+}
+
+/**
+ * The number of fields of a plain object (prototype Object.prototype, as JSON.parse makes them;
+ * no inherited enumerable field), or -1 for anything else.
+ */
+export function ownFieldCount(value: unknown): number {
+  if (typeof value !== 'object' || value === null || Object.getPrototypeOf(value) !== Object.prototype) return -1;
+  let fields = 0;
+  for (const name in value) {
+    if (!Object.hasOwn(value, name)) return -1;
+    fields++;
+  }
+  return fields;
+}
+
+/** A key part the schema's `part()` accepts: the same checks, in the same terms. */
+export function isPart(s: unknown, max: number): boolean {
+  return (
+    typeof s === 'string' && s.length >= 1 && s.length <= max && !CONTROL.test(s) && s.isWellFormed() && s.trim() === s
+  );
+}
+
+/** True only for a plain object of exactly the three parts, each one {@link idempotencyKeySchema} accepts. */
+export function isWellFormedKey(value: unknown): value is IdempotencyKey {
+  if (ownFieldCount(value) !== 3) return false;
+  const v = value as Record<string, unknown>;
+  return (
+    isPart(v.namespace, KEY_LIMITS.namespace) &&
+    isPart(v.resourceKey, KEY_LIMITS.resourceKey) &&
+    isPart(v.version, KEY_LIMITS.version)
+  );
 }
 
 /**

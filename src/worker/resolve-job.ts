@@ -4,7 +4,13 @@ import { InvalidInputError } from '../errors/errors.js';
 import { zodIssues } from '../errors/zod-issues.js';
 import { type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import type { Operation } from '../operation/define-operation.js';
-import { ENVELOPE_FIELD, envelopeSchema, looksLikeEnvelope } from '../operation/envelope.js';
+import {
+  ENVELOPE_FIELD,
+  envelopeSchema,
+  type JobEnvelope,
+  looksLikeEnvelope,
+  readEnvelope,
+} from '../operation/envelope.js';
 import type { Keyring } from '../sealing/keyring.js';
 import { openInput } from '../sealing/sealed-input.js';
 
@@ -23,15 +29,14 @@ export function resolveJob(op: Operation, job: Job, keyring: Keyring): ResolvedJ
   let taskId: string | undefined;
   const data = withoutParkedMark(job.data);
   if (looksLikeEnvelope(data)) {
-    const parsed = envelopeSchema.safeParse(data);
-    if (!parsed.success) throw new InvalidInputError(`job data of ${op.name}`, zodIssues(parsed.error));
-    const meta = parsed.data[ENVELOPE_FIELD];
+    const envelope = readEnvelope(data) ?? parseEnvelope(op, data);
+    const meta = envelope[ENVELOPE_FIELD];
     if (meta.operation !== op.name) {
       throw new InvalidInputError(`job data of ${op.name}`, [
         { path: `${ENVELOPE_FIELD}.operation`, message: `job was enqueued for operation ${meta.operation}` },
       ]);
     }
-    input = op.parseInput(openInput(op, parsed.data.input, keyring));
+    input = op.parseInput(openInput(op, envelope.input, keyring));
     key = meta.key;
     taskId = meta.taskId;
   } else {
@@ -52,4 +57,11 @@ function schedulerOccurrence(job: Job): string | undefined {
   if (!job.repeatJobKey || !job.id?.startsWith('repeat:')) return undefined;
   const millis = job.id.slice(job.id.lastIndexOf(':') + 1);
   return /^\d+$/.test(millis) ? millis : undefined;
+}
+
+/** Job data that is not a plain well-formed envelope, through the schema: its own or an error naming every issue. */
+function parseEnvelope(op: Operation, data: unknown): JobEnvelope {
+  const parsed = envelopeSchema.safeParse(data);
+  if (!parsed.success) throw new InvalidInputError(`job data of ${op.name}`, zodIssues(parsed.error));
+  return parsed.data as JobEnvelope;
 }
