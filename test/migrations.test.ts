@@ -405,6 +405,41 @@ function startChild(connectionString: string, schema: string) {
   return { child, ready, done };
 }
 
+describe('migrate beside DDL elsewhere in the database', () => {
+  it('is not failed by tables and columns another session creates and drops in its own schema meanwhile', async () => {
+    const schema = extraSchema('beside');
+    const other = extraSchema('churn');
+    await t.query(`create schema ${other}`);
+    const churn = t.pool(1);
+    let stop = false;
+    let changes = 0;
+    // Another application changing its own tables, as fast as it can: a table with many columns
+    // created, a column dropped, the table dropped.
+    const columns = Array.from({ length: 40 }, (_, i) => `c${i} serial`).join(', ');
+    const churning = (async () => {
+      for (let i = 0; !stop; i++) {
+        await churn.query(`create table ${other}.t${i % 4} (${columns})`);
+        await churn.query(`alter table ${other}.t${i % 4} drop column c7`);
+        await churn.query(`drop table ${other}.t${i % 4}`);
+        changes++;
+      }
+    })();
+    try {
+      const results = [];
+      for (let i = 0; i < 3; i++) {
+        results.push((await migrate({ connectionString: t.databaseUrl, schema })).results?.length);
+        results.push((await migrate({ connectionString: t.databaseUrl, schema, to: 'down' })).results?.length);
+      }
+      expect(results).toEqual([migrationNames.length, 1, 1, 1, 1, 1]);
+      expect(changes).toBeGreaterThan(0);
+    } finally {
+      stop = true;
+      await churning;
+      await churn.end();
+    }
+  }, 120_000);
+});
+
 describe('concurrent migrate from separate OS processes', () => {
   it('finds the script the child processes run', () => {
     expect(existsSync(childScript)).toBe(true);

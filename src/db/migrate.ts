@@ -1,8 +1,9 @@
-import { type MigrationResultSet, Migrator, NO_MIGRATIONS } from 'kysely';
+import { Kysely, type MigrationResultSet, Migrator, NO_MIGRATIONS } from 'kysely';
 import pg from 'pg';
 import { allMigrations } from '../../migrations/index.js';
-import { checkSchema, DEFAULT_SCHEMA, kyselyFor, openPool, type PostgresOptions } from './connection.js';
+import { checkSchema, DEFAULT_SCHEMA, openPool, type PostgresOptions } from './connection.js';
 import { watchClientErrors } from './pool-errors.js';
+import { SchemaScopedPostgresDialect } from './schema-introspector.js';
 
 /** The library keeps its own migration bookkeeping so it never mixes with the application's. */
 export const MIGRATION_TABLE = 'bullmq_idempotency_migration';
@@ -26,7 +27,8 @@ export type MigrateOptions = PostgresOptions & {
 export async function migrate(options: MigrateOptions): Promise<MigrationResultSet> {
   const schema = checkSchema(options.schema ?? DEFAULT_SCHEMA);
   const { pool, owned } = openPool(options, 2);
-  const db = kyselyFor(pool);
+  // Its introspection reads this schema only: DDL elsewhere in the database cannot fail it.
+  const db = new Kysely<unknown>({ dialect: new SchemaScopedPostgresDialect({ pool }, schema) });
   // The lock lives on its own connection, outside the pool, so a pool of size 1 still works.
   const lockClient = new pg.Client(pool.options);
   watchClientErrors(lockClient, options.logger);
@@ -44,27 +46,16 @@ export async function migrate(options: MigrateOptions): Promise<MigrationResultS
       migrationTableSchema: schema,
     });
     const to = options.to ?? 'latest';
-    for (let attempt = 0; ; attempt++) {
-      const result: MigrationResultSet = await (to === 'latest'
-        ? migrator.migrateToLatest()
-        : to === 'down'
-          ? migrator.migrateDown()
-          : migrator.migrateTo(NO_MIGRATIONS)
-      ).catch((error: unknown) => ({ error }));
-      // kysely's table check introspects every schema of the database: another schema dropped
-      // at that moment (by another application) fails it. It changed nothing, so run it again.
-      if (result.error && attempt < 5 && droppedElsewhere(result.error, schema)) continue;
-      if (result.error) throw result.error;
-      return result;
-    }
+    const result: MigrationResultSet = await (to === 'latest'
+      ? migrator.migrateToLatest()
+      : to === 'down'
+        ? migrator.migrateDown()
+        : migrator.migrateTo(NO_MIGRATIONS));
+    if (result.error) throw result.error;
+    return result;
   } finally {
     // Ending the session releases the advisory lock.
     await lockClient.end().catch(() => {});
     if (owned) await db.destroy();
   }
-}
-
-function droppedElsewhere(err: unknown, schema: string): boolean {
-  const e = err as { code?: string; message?: string };
-  return (e.code === '3F000' || e.code === '42P01') && !String(e.message).includes(`"${schema}"`);
 }
