@@ -555,7 +555,7 @@ function newRow(req: ClaimRow, inserted: Row): Row {
     epoch: 1,
     fingerprint: req.values[5],
     last_transition: 'claimed',
-    lease_expires_at: new Date(at + (req.values[6] as number)),
+    lease_expires_ms: at + (req.values[6] as number),
     at_ms: inserted.at_ms,
   };
 }
@@ -620,7 +620,7 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
       kind: 'acquired',
       key,
       epoch,
-      leaseExpiresAt: row.lease_expires_at as Date,
+      leaseExpiresAt: msDate(row.lease_expires_ms),
       transition: transition as AcquiringTransition,
       at,
     };
@@ -635,18 +635,18 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
         key,
         epoch,
         result: row.result,
-        completedAt: row.completed_at as Date,
-        expiresAt: row.expires_at as Date,
+        completedAt: msDate(row.completed_ms),
+        expiresAt: msDate(row.expires_ms),
         at,
       };
     case 'failed':
-      return { kind: 'failed', key, epoch, error: row.error as RecordedError, expiresAt: row.expires_at as Date, at };
+      return { kind: 'failed', key, epoch, error: row.error as RecordedError, expiresAt: msDate(row.expires_ms), at };
     case 'locked':
       return {
         kind: 'inProgress',
         key,
         epoch,
-        leaseExpiresAt: row.lease_expires_at as Date,
+        leaseExpiresAt: msDate(row.lease_expires_ms),
         retryAfterMs: Number(row.retry_after_ms),
         at,
       };
@@ -735,6 +735,9 @@ function partsOfKey(key: string): [string, string, string] {
 
 /** The database time a statement returned, in whole milliseconds (as its recorded transition has it). */
 const atOf = (row: Row): Date => new Date(Number(row.at_ms));
+
+/** A time a claim returned as whole milliseconds (int8: the driver gives it as text; a number from newRow). */
+const msDate = (v: unknown): Date => new Date(Number(v));
 
 /** The operator's columns of invalidate and resolve: actor and reason, storable, or null. */
 const operatorColumns = (by: OperatorFacts): (string | null)[] => [textColumn(by.actorId), textColumn(by.reason)];
