@@ -16,7 +16,7 @@ import {
   StaleEpochError,
 } from '../errors/errors.js';
 import { canonicalJson } from '../fingerprint/canonical-json.js';
-import { boundedKey, canonicalKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
+import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import { MicroBatcher } from './micro-batcher.js';
 import { parseTransitions } from './recorded-transition.js';
 import { type LedgerStatements, ledgerStatements } from './statements.js';
@@ -179,8 +179,9 @@ export class PostgresLedger {
     checkPositiveMs('leaseMs', options.leaseMs);
     checkPositiveMs('retentionMs', options.retentionMs);
     const k = boundedKey(key);
-    // The parts are stored only when the key is hashed: otherwise the key spells them.
-    const hashed = k !== canonicalKey(key);
+    // The parts are stored only when the key is hashed: otherwise the key spells them. Only the
+    // hashed form holds '#' (a canonical string never does), so the canonical string is not made again.
+    const hashed = k.includes('#');
     const req: ClaimRow = {
       key: k,
       values: [

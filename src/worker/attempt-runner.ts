@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { recheckParked } from '../confirm/parked-job.js';
+import { parkedMark, recheckParked } from '../confirm/parked-job.js';
 import { isInfraError } from '../db/infra-error.js';
 import { StaleEpochError } from '../errors/errors.js';
 import { isIdempotencyError } from '../errors/idempotency-error.js';
@@ -58,7 +58,8 @@ export class AttemptRunner<I, R, DB> {
     try {
       const parsed = this.parse(job, token);
       // A job parked by ctx.confirm() looks at its request first: still pending, it parks again unclaimed.
-      if (token) await recheckParked(this.contexts.confirmations(), job, token, parsed.scope.k, this.s.options.logger);
+      if (token && parkedMark(job.data))
+        await recheckParked(this.contexts.confirmations(), job, token, parsed.scope.k, this.s.options.logger);
       const claimed = await this.claim(parsed);
       return await this.dispatch(parsed, claimed, signal);
     } catch (err) {
