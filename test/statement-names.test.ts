@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { migrate } from '../src/db/migrate.js';
 import { MAX_STATEMENT_NAME_BYTES, statementName } from '../src/db/statement-name.js';
+import { STATEMENT_PARAMS, type StatementName, statementValues } from '../src/ledger/statement-params.js';
 import { ledgerStatements } from '../src/ledger/statements.js';
 import { sampleAuditEvent } from './helpers/audit-sample.js';
 import { TestContext } from './helpers/context.js';
@@ -80,4 +81,19 @@ describe('two ledgers of long schemas on one connection', () => {
       await pool.end();
     }
   });
+});
+
+describe("the ledger's statement parameters", () => {
+  // Any named parameter reads as a value; the batch statements' lists hold one such element.
+  const anything: object = new Proxy({}, { get: () => 'x' });
+  const params = new Proxy({}, { get: (_, name) => (name === 'claims' || name === 'completions' ? [anything] : 'x') });
+
+  it.each(Object.keys(STATEMENT_PARAMS))(
+    '%s: its named parameters make exactly the values its text numbers',
+    (name) => {
+      const text = ledgerStatements('s.t')[name as StatementName];
+      const numbered = Math.max(...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+      expect(statementValues(name as StatementName, params as never)).toHaveLength(numbered);
+    },
+  );
 });

@@ -19,6 +19,7 @@ import { canonicalJson } from '../fingerprint/canonical-json.js';
 import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import { MicroBatcher } from './micro-batcher.js';
 import { parseTransitions } from './recorded-transition.js';
+import { type ClaimParams, type ParamsOf, type StatementName, statementValues } from './statement-params.js';
 import { type LedgerStatements, ledgerStatements } from './statements.js';
 import { type AcquiringTransition, type ClaimTransition, type OutcomeTransition, TRANSITIONS } from './transitions.js';
 import type {
@@ -63,7 +64,7 @@ export type LedgerOptions = PostgresOptions & {
   preparedStatements?: boolean;
 };
 
-type ClaimRow = { key: string; values: unknown[] };
+type ClaimRow = { key: string; claim: ClaimParams };
 
 /** Who made an operator's transition and why (recorded with it, for its audit event). */
 export type OperatorFacts = { actorId?: string; reason?: string };
@@ -184,22 +185,22 @@ export class PostgresLedger {
     const hashed = k.includes('#');
     const req: ClaimRow = {
       key: k,
-      values: [
-        k,
-        hashed ? key.namespace : null,
-        hashed ? key.resourceKey : null,
-        hashed ? key.version : null,
-        storableText(options.operation),
-        options.fingerprint,
-        options.leaseMs,
-        options.retentionMs,
-        options.downstream,
-        textColumn(options.owner),
-        textColumn(options.jobId),
-        textColumn(options.queue),
-        textColumn(options.taskId),
-        textColumn(options.stepId),
-      ],
+      claim: {
+        key: k,
+        namespace: hashed ? key.namespace : null,
+        resourceKey: hashed ? key.resourceKey : null,
+        version: hashed ? key.version : null,
+        operation: storableText(options.operation),
+        fingerprint: options.fingerprint,
+        leaseMs: options.leaseMs,
+        retentionMs: options.retentionMs,
+        downstream: options.downstream,
+        owner: textColumn(options.owner),
+        jobId: textColumn(options.jobId),
+        queue: textColumn(options.queue),
+        taskId: textColumn(options.taskId),
+        stepId: textColumn(options.stepId),
+      },
     };
     this.metrics.claims++;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
@@ -228,11 +229,11 @@ export class PostgresLedger {
     // Mostly new keys lately: the read would find nothing, so insert first.
     const readFirst = this.existingShare >= 0.2;
     if (readFirst) {
-      const peeked = await this.run('peek', [
-        sorted.map((r) => r.key),
-        sorted.map((r) => r.values[5]),
-        this.clockOffsetMs,
-      ]);
+      const peeked = await this.run('peek', {
+        keys: sorted.map((r) => r.key),
+        fingerprints: sorted.map((r) => r.claim.fingerprint),
+        clockOffsetMs: this.clockOffsetMs,
+      });
       const found = new Map(peeked.map((row) => [row.key as string, row]));
       absent = [];
       for (const r of sorted) {
@@ -244,7 +245,7 @@ export class PostgresLedger {
     }
     if (absent.length > 0) {
       // A concurrent claimer inserted one of the keys first: the full claim arbitrates them all.
-      const inserted = await this.runRetryingDeadlock('insertNew', [...columnsOf(absent), this.clockOffsetMs]).catch(
+      const inserted = await this.runRetryingDeadlock('insertNew', claimsOf(absent, this.clockOffsetMs)).catch(
         (err: unknown) => {
           if ((err as { code?: string }).code === '23505') return [];
           throw err;
@@ -262,7 +263,7 @@ export class PostgresLedger {
     this.existingShare = 0.8 * this.existingShare + 0.2 * (existing / sorted.length);
     if (rest.length > 0) {
       const ordered = rest.length > 1 ? rest.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) : rest;
-      const claimed = await this.runRetryingDeadlock('claim', [...columnsOf(ordered), this.clockOffsetMs]);
+      const claimed = await this.runRetryingDeadlock('claim', claimsOf(ordered, this.clockOffsetMs));
       for (const row of claimed) answers.set(row.key as string, row);
     }
     return answers;
@@ -271,15 +272,10 @@ export class PostgresLedger {
   /** Runs the completion statement for distinct keys; a key without a row was fenced. */
   private async completeBatch(reqs: CompleteRow[], executor?: LedgerExecutor): Promise<Map<string, Row>> {
     const sorted = reqs.length > 1 ? [...reqs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) : reqs;
-    const values = [
-      sorted.map((r) => r.key),
-      sorted.map((r) => r.epoch),
-      sorted.map((r) => r.text),
-      this.clockOffsetMs,
-    ];
+    const params = { completions: sorted, clockOffsetMs: this.clockOffsetMs };
     const rows = executor
-      ? await this.run('complete', values, executor)
-      : await this.runRetryingDeadlock('complete', values);
+      ? await this.run('complete', params, executor)
+      : await this.runRetryingDeadlock('complete', params);
     return new Map(rows.map((row) => [row.key as string, row]));
   }
 
@@ -287,10 +283,13 @@ export class PostgresLedger {
    * Batches lock rows in key order, but a claim batch and a completion batch may still meet in
    * opposite orders; Postgres then aborts one statement (40P01) and it is simply run again.
    */
-  private async runRetryingDeadlock(name: 'claim' | 'complete' | 'insertNew', values: unknown[]): Promise<Row[]> {
+  private async runRetryingDeadlock<N extends 'claim' | 'complete' | 'insertNew'>(
+    name: N,
+    params: ParamsOf<N>,
+  ): Promise<Row[]> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.run(name, values);
+        return await this.run(name, params);
       } catch (err) {
         if ((err as { code?: string }).code !== '40P01' || attempt >= 5) throw err;
       }
@@ -301,7 +300,7 @@ export class PostgresLedger {
   async heartbeat(key: KeyLike, epoch: number, leaseMs: number): Promise<WriteReceipt & { leaseExpiresAt: Date }> {
     checkPositiveMs('leaseMs', leaseMs);
     const k = toKey(key);
-    const rows = await this.run('heartbeat', [k, epoch, leaseMs, this.clockOffsetMs]);
+    const rows = await this.run('heartbeat', { key: k, epoch, leaseMs, clockOffsetMs: this.clockOffsetMs });
     const row = rows[0];
     if (!row) throw await this.fenced(k, epoch, 'heartbeat');
     return { key: k, epoch, at: row.at as Date, leaseExpiresAt: row.lease_expires_at as Date };
@@ -363,7 +362,11 @@ export class PostgresLedger {
     executor?: LedgerExecutor,
   ): Promise<WriteReceipt & { previousStatus: LedgerStatus }> {
     const k = toKey(key);
-    const rows = await this.run('invalidate', [k, this.clockOffsetMs, ...operatorColumns(by)], executor);
+    const rows = await this.run(
+      'invalidate',
+      { key: k, clockOffsetMs: this.clockOffsetMs, ...operatorColumns(by) },
+      executor,
+    );
     const row = rows[0];
     if (!row) throw new IllegalTransitionError({ key: k, from: null, action: 'invalidate' });
     return {
@@ -386,11 +389,17 @@ export class PostgresLedger {
   ): Promise<WriteReceipt> {
     const k = toKey(key);
     const text = outcome.committed ? this.encodeResult(outcome.result) : null;
-    const values = [k, text, this.clockOffsetMs, outcome.committed, ...operatorColumns(by)];
-    const rows = await this.run('resolve', values, executor);
+    const params = {
+      key: k,
+      resultJson: text,
+      committed: outcome.committed,
+      clockOffsetMs: this.clockOffsetMs,
+      ...operatorColumns(by),
+    };
+    const rows = await this.run('resolve', params, executor);
     const row = rows[0];
     if (!row) {
-      const cur = (await this.run('current', [k], executor))[0];
+      const cur = (await this.run('current', { key: k }, executor))[0];
       throw new IllegalTransitionError({
         key: k,
         from: (cur?.status as string | undefined) ?? null,
@@ -407,8 +416,8 @@ export class PostgresLedger {
    * sweeper names those of its transitions but the ones older than the audit retention's horizon,
    * whose partition is dropped); the others are returned as `pending` (store their events, see
    * `keptEventsForRecord`, and a later sweep deletes them). Pass `next` back as `after` to go on past
-   * them. The candidates are found by reading the heap in page order from `after` (no index: see
-   * migrations/0008-ledger-compact.ts), so fewer than `batchSize` means the end of the table.
+   * them. The candidates are found by the index on `sweep_after` from `after` (see
+   * migrations/0010-ledger-sweep-index.ts), so fewer than `batchSize` means no more are expired.
    */
   async sweepPage(batchSize: number, after: SweepCursor | undefined, eventIds: SweepEventIds): Promise<SweepPage> {
     if (!Number.isInteger(batchSize) || batchSize < 1) {
@@ -418,12 +427,17 @@ export class PostgresLedger {
     try {
       await client.query('begin');
       const rows = (
-        await runStatement(client, this.names.sweepCandidates, this.sql.sweepCandidates, [
-          batchSize,
-          this.clockOffsetMs,
-          after?.at ?? '-infinity',
-          after?.key ?? '',
-        ])
+        await runStatement(
+          client,
+          this.names.sweepCandidates,
+          this.sql.sweepCandidates,
+          statementValues('sweepCandidates', {
+            batchSize,
+            afterAt: after?.at ?? '-infinity',
+            afterKey: after?.key ?? '',
+            clockOffsetMs: this.clockOffsetMs,
+          }),
+        )
       ).rows as Row[];
       const records = rows.map(toRecord);
       // A row from before transitions were recorded has no record to keep: it goes as it did.
@@ -432,9 +446,14 @@ export class PostgresLedger {
       const stored = new Set<string>(
         all.length === 0
           ? []
-          : (await runStatement(client, this.names.storedEventIds, this.sql.storedEventIds, [all])).rows.map(
-              (r) => (r as Row).event_id as string,
-            ),
+          : (
+              await runStatement(
+                client,
+                this.names.storedEventIds,
+                this.sql.storedEventIds,
+                statementValues('storedEventIds', { eventIds: all }),
+              )
+            ).rows.map((r) => (r as Row).event_id as string),
       );
       const done: string[] = [];
       const pending: LedgerRecord[] = [];
@@ -442,7 +461,13 @@ export class PostgresLedger {
         if ((ids[i] as readonly string[]).every((id) => stored.has(id))) done.push(r.key);
         else pending.push(r);
       });
-      if (done.length > 0) await runStatement(client, this.names.sweepKeys, this.sql.sweepKeys, [done]);
+      if (done.length > 0)
+        await runStatement(
+          client,
+          this.names.sweepKeys,
+          this.sql.sweepKeys,
+          statementValues('sweepKeys', { keys: done }),
+        );
       await client.query('commit');
       const last = rows[rows.length - 1];
       return {
@@ -469,7 +494,7 @@ export class PostgresLedger {
 
   /** The full record of a key, or null. */
   async get(key: KeyLike): Promise<LedgerRecord | null> {
-    const row = (await this.run('get', [toKey(key)]))[0];
+    const row = (await this.run('get', { key: toKey(key) }))[0];
     return row ? toRecord(row) : null;
   }
 
@@ -489,16 +514,16 @@ export class PostgresLedger {
     const k = toKey(key);
     const errText = error ? JSON.stringify(boundError(error)) : null;
     const status = TRANSITIONS[transition].to;
-    const rows = await this.run('finish', [
-      k,
+    const rows = await this.run('finish', {
+      key: k,
       epoch,
-      errText,
-      this.clockOffsetMs,
+      errorJson: errText,
       status,
       transition,
       retryable,
       reasonCode,
-    ]);
+      clockOffsetMs: this.clockOffsetMs,
+    });
     if (!rows[0]) throw await this.fenced(k, epoch, transition);
     return { key: k, epoch, at: atOf(rows[0]) };
   }
@@ -521,7 +546,7 @@ export class PostgresLedger {
 
   /** Explains why a fenced write matched no row: a stale epoch, or a record not in `locked`. */
   private async fenced(key: string, epoch: number, operation: string, executor?: LedgerExecutor): Promise<Error> {
-    const cur = (await this.run('current', [key], executor))[0];
+    const cur = (await this.run('current', { key }, executor))[0];
     const currentEpoch = (cur?.epoch as number | undefined) ?? null;
     const currentStatus = (cur?.status as string | undefined) ?? null;
     if (currentEpoch === epoch) {
@@ -531,8 +556,9 @@ export class PostgresLedger {
     return new StaleEpochError({ key, epoch, operation, currentEpoch, currentStatus });
   }
 
-  private async run(name: keyof LedgerStatements, values: unknown[], executor?: LedgerExecutor): Promise<Row[]> {
+  private async run<N extends StatementName>(name: N, params: ParamsOf<N>, executor?: LedgerExecutor): Promise<Row[]> {
     const text = this.sql[name];
+    const values = statementValues(name, params);
     if (executor) {
       const res = await executor.executeQuery(CompiledQuery.raw(text, values));
       return res.rows as Row[];
@@ -554,18 +580,16 @@ function newRow(req: ClaimRow, inserted: Row): Row {
     claimable: true,
     status: 'locked',
     epoch: 1,
-    fingerprint: req.values[5],
+    fingerprint: req.claim.fingerprint,
     last_transition: 'claimed',
-    lease_expires_ms: at + (req.values[6] as number),
+    lease_expires_ms: at + req.claim.leaseMs,
     at_ms: inserted.at_ms,
   };
 }
 
-/** The claim statements' parameters: one array per column, rows in the given order. */
-function columnsOf(rows: ClaimRow[]): unknown[][] {
-  const columns: unknown[][] = Array.from({ length: 14 }, () => []);
-  for (const r of rows) for (let c = 0; c < 14; c++) (columns[c] as unknown[]).push(r.values[c]);
-  return columns;
+/** The claim statements' named parameters: the claims in the given order. */
+function claimsOf(rows: readonly ClaimRow[], clockOffsetMs: number): ParamsOf<'claim'> {
+  return { claims: rows.map((r) => r.claim), clockOffsetMs };
 }
 
 function toKey(key: KeyLike): string {
@@ -741,4 +765,4 @@ const atOf = (row: Row): Date => new Date(Number(row.at_ms));
 const msDate = (v: unknown): Date => new Date(Number(v));
 
 /** The operator's columns of invalidate and resolve: actor and reason, storable, or null. */
-const operatorColumns = (by: OperatorFacts): (string | null)[] => [textColumn(by.actorId), textColumn(by.reason)];
+const operatorColumns = (by: OperatorFacts) => ({ actorId: textColumn(by.actorId), reason: textColumn(by.reason) });
