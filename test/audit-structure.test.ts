@@ -259,6 +259,13 @@ describe('clear-text fields follow their grammar', () => {
       if (!id.includes('%') && !id.startsWith('ledger:')) expect(isIdentifier(id, 255), id).toBe(true);
     }
   });
+
+  it("a value in the library's reference forms is never an identifier, however ordinary its body", () => {
+    for (const v of ['ref:k1:orders', 'hmac:k1:task-42', 'ref:k2:11eyjsosd4dy_owzGZgmzw', 'hmac:x:1']) {
+      expect(isIdentifier(v, 255), v).toBe(false);
+    }
+    expect(isIdentifier('refund:k1:42', 255)).toBe(true);
+  });
 });
 
 describe("the codes of a processor's errors", () => {

@@ -21,6 +21,8 @@ import { secretNameKind } from '../redaction/secret-words.js';
  *   few digits) can pass; the grammar narrows what is told, it does not recognise secrets.
  * - Actions are dotted lower-case words; resource types words joined by `. / -`; reason codes
  *   `UPPER_SNAKE` or dotted lower-case words; each with the structure check too.
+ * - The library's reference forms (`hmac:`, `ref:`) are never identifiers: only a reference
+ *   the keyring recognises is kept.
  * - The library's own forms pass by their exact shape: canonical and bounded idempotency keys
  *   (their decoded parts must be identifiers), job ids `idem_<sha256 of the key>` (checked
  *   against the event's key), ledger state refs `ledger:<status>@<epoch>`.
@@ -186,8 +188,16 @@ export function hasIdentifierStructure(s: string): boolean {
 
 /** An identifier of at most `max` characters (see the module's summary). */
 export function isIdentifier(v: string, max: number): boolean {
-  return v.length <= max && ID_CHARS.test(v) && hasIdentifierStructure(v) && !namesASecret(v);
+  return v.length <= max && !REF_FORM.test(v) && ID_CHARS.test(v) && hasIdentifierStructure(v) && !namesASecret(v);
 }
+
+/**
+ * The form of the library's own references (`hmac:<kid>:…`, `ref:<kid>:…`). A value of that form
+ * is never an identifier: a reference the keyring recognises is kept before any grammar is asked,
+ * and any other (forged, or of another ring) would otherwise pass for one whenever its body
+ * happened to look ordinary.
+ */
+const REF_FORM = /^(?:hmac|ref):/;
 
 const NAME_VALUE = /([A-Za-z0-9_-]+)([=:])/g;
 

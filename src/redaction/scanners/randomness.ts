@@ -140,7 +140,7 @@ export function randomRun(text: string, from: number, to: number): boolean {
     case UPPER | DIGIT:
       // Hex of one case: a digest, a commit id, a UUID.
       if (digits < 2 || digits + hexLetters === length) return false;
-      minChange = 0.15;
+      minChange = 0.1;
       break;
     default:
       return false;
@@ -148,7 +148,7 @@ export function randomRun(text: string, from: number, to: number): boolean {
   // Words glued together (`UserProfileSettings2024`, `release2024candidate3`) are pronounceable
   // and change class only at word boundaries; random text rarely does both.
   const letters = length - digits;
-  if (vowels >= letters * 0.3 && maxConsonants <= 4 && wordChanges < (length - 1) * 0.25) return false;
+  if (vowels >= letters * 0.3 && maxConsonants <= 4 && wordChanges < (length - 1) * 0.2) return false;
   const alphabet = (digits > 0 ? 10 : 0) + caseAlphabet(upperSeen) + caseAlphabet(lowerSeen);
   const ratio = entropyAt(text, from, to) / Math.log2(Math.min(length, alphabet));
   // Frequent class changes, or an entropy close to the most the length allows.
