@@ -6,7 +6,9 @@ import { type Kysely, sql } from 'kysely';
  * later transition, indexed. A completion changes no indexed column and can stay a HOT update
  * (see 0008); the sweep reads the index from the oldest `sweep_after` up to now and checks each
  * row's real expiry, instead of reading the whole heap every run. Existing rows take their last
- * update plus their retention (their expiry when terminal, earlier than it otherwise).
+ * update plus their retention (their expiry when terminal, earlier than it otherwise). The
+ * update writes every row once and the index is built under a lock that holds off writes: on a
+ * large ledger, run it when the ledger may pause, as 0008.
  */
 export function ledgerSweepIndexMigration(schema: string) {
   const table = sql.table(`${schema}.idempotency_ledger`);
