@@ -29,7 +29,10 @@
  * for the bench's table only; the schema is dropped at the end). Timings on a shared 2-core machine
  * are noisy: reported, never asserted; within a size the pairs and replays alternate over rounds
  * (median). Env: SCALE_ROWS (comma list, e.g. `0,100000`), SCALE_PAIRS (keys per round, 10,000),
- * SCALE_ROUNDS (3), SCALE_EXPIRED. Ends with one JSON line per size, `{"bench":"scale",...}`.
+ * SCALE_ROUNDS (3), SCALE_EXPIRED, SCALE_FILLFACTOR (the ledger table's fillfactor for the run, set
+ * after migrating: the migrations' 90 when unset). It also reports the share of completions that
+ * were HOT updates (`pg_stat_user_tables`: new version on the same page, no index entries).
+ * Ends with one JSON line per size, `{"bench":"scale",...}`.
  */
 
 import { execFileSync } from 'node:child_process';
@@ -53,6 +56,7 @@ const SIZES = (process.env.SCALE_ROWS ?? '0,1000000,10000000').split(',').map((s
 const PAIRS = Number(process.env.SCALE_PAIRS ?? 10_000);
 const ROUNDS = Number(process.env.SCALE_ROUNDS ?? 3);
 const EXPIRED = Number(process.env.SCALE_EXPIRED ?? 100_000);
+const FILLFACTOR = process.env.SCALE_FILLFACTOR ? Number(process.env.SCALE_FILLFACTOR) : undefined;
 const CONCURRENCY = 50;
 const POOL_SIZE = 10;
 const OPERATION = 'bench.scale';
@@ -68,6 +72,9 @@ const run = randomBytes(3).toString('hex');
 const hex = (s: string) => createHash('md5').update(s).digest('hex');
 
 if (SIZES.some((n) => !Number.isSafeInteger(n) || n < 0)) throw new Error(`SCALE_ROWS: ${process.env.SCALE_ROWS}`);
+if (FILLFACTOR !== undefined && !(Number.isInteger(FILLFACTOR) && FILLFACTOR >= 10 && FILLFACTOR <= 100)) {
+  throw new Error(`SCALE_FILLFACTOR must be an integer from 10 to 100: ${process.env.SCALE_FILLFACTOR}`);
+}
 if ([...SIZES].sort((a, b) => a - b).join() !== SIZES.join()) throw new Error('SCALE_ROWS must be ascending');
 
 type Item = { key: IdempotencyKey; fp: string; result: { assetId: string } };
@@ -195,6 +202,16 @@ async function fill(db: pg.Pool, templateKey: string, add: number, expired: numb
   await db.query(`vacuum analyze ${TABLE}`);
 }
 
+/** Updates of the ledger table so far, and how many of them were HOT (the statistics lag: read after a pause). */
+async function updates(db: pg.Pool): Promise<{ all: number; hot: number }> {
+  await new Promise((r) => setTimeout(r, 700));
+  const res = await db.query(
+    `select n_tup_upd as all, n_tup_hot_upd as hot from pg_stat_user_tables where schemaname = $1 and relname = 'idempotency_ledger'`,
+    [SCHEMA],
+  );
+  return { all: Number(res.rows[0]?.all ?? 0), hot: Number(res.rows[0]?.hot ?? 0) };
+}
+
 const lsn = async (db: pg.Pool) => (await db.query('select pg_current_wal_lsn()::text as l')).rows[0].l as string;
 const walSince = async (db: pg.Pool, from: string) =>
   Number((await db.query('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1) as b', [from])).rows[0].b);
@@ -205,6 +222,8 @@ type SizeResult = {
   replays: number[];
   walPerOp: number;
   walAfterCheckpoint: number;
+  /** Share of the rounds' updates (their completions) that were HOT. */
+  hotShare: number;
   bytesPerRow: number;
   sweepPerSec: number | null;
   pairsDuringSweep: number | null;
@@ -219,6 +238,7 @@ async function measure(db: pg.Pool, ledger: PostgresLedger, size: number): Promi
   // One checkpoint per size: round 1 starts a checkpoint cycle (full-page images of every page it
   // touches first), later rounds run on as the cycle goes (another checkpoint may come meanwhile).
   await db.query('checkpoint');
+  const updatesBefore = await updates(db);
   for (let r = 0; r < ROUNDS; r++) {
     const batch = `s${size}-r${r}`;
     const before = await lsn(db);
@@ -229,6 +249,9 @@ async function measure(db: pg.Pool, ledger: PostgresLedger, size: number): Promi
       `  round ${r + 1}: pairs ${Math.round(pairs[r]!)}/s, replay ${Math.round(replays[r]!)}/s, WAL ${Math.round(wal[r]!)} B/op`,
     );
   }
+  const updatesAfter = await updates(db);
+  const hotShare = (updatesAfter.hot - updatesBefore.hot) / Math.max(1, updatesAfter.all - updatesBefore.all);
+  log(`  HOT updates: ${(hotShare * 100).toFixed(0)} % of ${updatesAfter.all - updatesBefore.all}`);
   const after = await rowCount(db);
   if (after !== rows + ROUNDS * PAIRS)
     throw new Error(`${after} rows after the rounds, expected ${rows + ROUNDS * PAIRS}`);
@@ -289,6 +312,7 @@ async function measure(db: pg.Pool, ledger: PostgresLedger, size: number): Promi
     replays,
     walPerOp: median(wal),
     walAfterCheckpoint: wal[0]!,
+    hotShare,
     bytesPerRow: stored.total / after,
     sweepPerSec,
     pairsDuringSweep,
@@ -325,6 +349,15 @@ async function main(): Promise<void> {
     if (external) await db.query(`drop schema if exists ${SCHEMA} cascade`);
     await migrate({ connectionString: url, schema: SCHEMA });
     await db.query(`alter table ${TABLE} set (autovacuum_enabled = true)`);
+    if (FILLFACTOR !== undefined) await db.query(`alter table ${TABLE} set (fillfactor = ${FILLFACTOR})`);
+    const fillfactor = (
+      await db.query(
+        `select coalesce((select split_part(o, '=', 2) from unnest(reloptions) o where o like 'fillfactor=%'), '100') as f
+           from pg_class where oid = $1::regclass`,
+        [TABLE],
+      )
+    ).rows[0].f;
+    log(`  ledger fillfactor: ${fillfactor}`);
     const settings = (
       await db.query(
         `select string_agg(name || '=' || setting, ', ' order by name) as s from pg_settings
@@ -353,7 +386,17 @@ async function main(): Promise<void> {
     }
     const fmt = (x: number | null) => (x === null ? '-' : String(Math.round(x)));
     printTable(
-      ['rows', 'pairs/s', 'replay/s', 'bytes/row', 'WAL B/op', '(round 1)', 'sweep rows/s', 'pairs/s beside sweep'],
+      [
+        'rows',
+        'pairs/s',
+        'replay/s',
+        'bytes/row',
+        'WAL B/op',
+        '(round 1)',
+        'HOT %',
+        'sweep rows/s',
+        'pairs/s beside sweep',
+      ],
       results.map((r) => [
         r.rows.toLocaleString('en-US'),
         `${r.pairs.map((x) => Math.round(x)).join(' / ')} (${fmt(median(r.pairs))})`,
@@ -361,6 +404,7 @@ async function main(): Promise<void> {
         fmt(r.bytesPerRow),
         fmt(r.walPerOp),
         fmt(r.walAfterCheckpoint),
+        fmt(r.hotShare * 100),
         fmt(r.sweepPerSec),
         fmt(r.pairsDuringSweep),
       ]),
@@ -373,6 +417,8 @@ async function main(): Promise<void> {
         bytes_per_row: Math.round(r.bytesPerRow),
         wal_per_op: Math.round(r.walPerOp),
         wal_per_op_after_checkpoint: Math.round(r.walAfterCheckpoint),
+        hot_share: Math.round(r.hotShare * 100) / 100,
+        fillfactor: FILLFACTOR ?? null,
         sweep_per_s: r.sweepPerSec === null ? null : Math.round(r.sweepPerSec),
         pairs_beside_sweep_per_s: r.pairsDuringSweep === null ? null : Math.round(r.pairsDuringSweep),
       });
