@@ -240,6 +240,19 @@ describe('canaries through the whole pipeline', () => {
       cliOut.push(r.stdout, r.stderr);
       return r;
     };
+    // The CLI takes an actor of 1 to 200 printable characters: a PEM key or a signed header is
+    // refused (exit 2), and the refusal does not quote it back (the output is scanned below).
+    const actorFits = (s: string) =>
+      s.trim().length > 0 &&
+      s.trim().length <= 200 &&
+      [...s].every((c) => c.charCodeAt(0) >= 0x20 && !(c.charCodeAt(0) >= 0x7f && c.charCodeAt(0) <= 0x9f));
+    const refusedActors = scannable.filter((s) => !actorFits(s));
+    expect(refusedActors.length).toBeGreaterThan(0);
+    for (const actor of refusedActors) {
+      const refused = await cli(['resolve', held, '--not-committed', '--actor', actor, '--reason', 'checked']);
+      expect(refused.code, refused.stderr).toBe(2);
+      expect(refused.stderr).toContain("option '--actor <id>' argument '<not echoed>' is invalid");
+    }
     const resolved = await cli([
       'resolve',
       held,
@@ -247,7 +260,7 @@ describe('canaries through the whole pipeline', () => {
       '--result',
       JSON.stringify({ receipt: texts }),
       '--actor',
-      pick(scannable),
+      pick(scannable.filter(actorFits)),
       '--reason',
       `found in the PSP: ${pick(scannable)}`,
     ]);

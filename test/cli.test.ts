@@ -99,7 +99,7 @@ type Refusal = [what: string, code: number, args: string[], vars: Record<string,
 // Each invocation is its own process and touches nothing: they run concurrently.
 describe.concurrent('bullmq-idempotency CLI: what it refuses, by exit code', () => {
   it.each<Refusal>([
-    ['an unknown command', 2, ['bogus'], {}, "unknown command 'bogus'"],
+    ['an unknown command', 2, ['bogus'], {}, "unknown command '<not echoed>'"],
     [
       'resolve with both --committed and --not-committed',
       2,
@@ -156,6 +156,31 @@ describe.concurrent('bullmq-idempotency CLI: what it refuses, by exit code', () 
     const r = await cli(args, vars);
     expect(r.code, r.stderr).toBe(code);
     expect(r.stderr).toContain(stderr);
+  });
+});
+
+describe.concurrent('bullmq-idempotency CLI: a refused value is not echoed', () => {
+  // A secret pasted in the wrong place: what commander refuses it would quote back on stderr.
+  const secret = `sk_live_${'9f3Kq'.repeat(8)}`;
+  it.each<[what: string, args: string[], says: string]>([
+    [
+      'an --actor longer than 200 characters',
+      ['invalidate', 'a:b:c', '--reason', 'x', '--actor', `${secret}${'x'.repeat(200)}`],
+      "option '--actor <id>' argument '<not echoed>' is invalid",
+    ],
+    [
+      'an --actor with a line break',
+      ['invalidate', 'a:b:c', '--reason', 'x', '--actor', `ops\n${secret}`],
+      "option '--actor <id>' argument '<not echoed>' is invalid",
+    ],
+    ['an unknown --flag=value', ['inspect', 'a:b:c', `--token=${secret}`], "unknown option '<not echoed>'"],
+    ['an unknown command', [secret], "unknown command '<not echoed>'"],
+    ['a --since that is not a date', ['backfill', '--since', secret], "option '--since <iso>' argument '<not echoed>'"],
+  ])('%s: exit 2, the value not in the output', async (_what, args, says) => {
+    const r = await cli(args);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain(says);
+    expect(`${r.stdout}${r.stderr}`).not.toContain(secret.slice(8, 30));
   });
 });
 

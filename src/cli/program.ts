@@ -3,6 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ConnectionFlags } from '../config/env.js';
 import { DURATION_FORMS, parseDurationText } from '../operation/duration.js';
 import { defaultActor, MAX_ACTOR_LENGTH } from './actor.js';
+import { withoutArgumentValues } from './argument-echo.js';
 import type { CliContext, Output } from './context.js';
 
 // Command modules are imported when their command runs: `--help` and usage errors never load
@@ -150,7 +151,12 @@ export function buildProgram(options: { env?: Record<string, string | undefined>
     .version(packageVersion(), '-V, --version')
     // Set before the subcommands are added: they inherit both.
     .exitOverride()
-    .configureOutput({ writeOut: write('out'), writeErr: write('err') })
+    .configureOutput({
+      writeOut: write('out'),
+      writeErr: write('err'),
+      // A refused value may be a secret typed in the wrong place: commander's message names it back.
+      outputError: (message, writeErr) => writeErr(withoutArgumentValues(message, program)),
+    })
     .showHelpAfterError('(add --help for usage)')
     .showSuggestionAfterError(true)
     .configureHelp({ showGlobalOptions: true })
