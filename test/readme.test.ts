@@ -42,6 +42,7 @@ console.log('TOUR ' + JSON.stringify({
   again: { added: __again.added, state: __again.state },
   status: __record?.status,
   task: __task.events.map((e) => [e.action, e.decision]),
+  storyEnded: story.attempts.some((a) => a.end !== undefined),
   claims: (await workerMetrics.registry.metrics()).split('\\n').filter((l) => l.startsWith('bullmq_idempotency_claims_total')),
   spans: __spans(),
 }));
@@ -175,6 +176,8 @@ describe('README', () => {
     expect(facts.status).toBe('completed');
     expect(facts.task).toContainEqual(['tool.send_email', 'allow']);
     expect(facts.task).toContainEqual(['idempotency.completed', 'allow']);
+    // The tour's own wait: the story it prints has the attempt's end, not an empty timeline.
+    expect(facts.storyEnded).toBe(true);
     // The observed worker: one claim acquired, and its phases' spans under BullMQ's job span.
     expect(facts.claims).toContain('bullmq_idempotency_claims_total{operation="mail.send",outcome="acquired"} 1');
     expect(facts.spans).toEqual(
