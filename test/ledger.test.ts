@@ -406,7 +406,22 @@ describe('sweep', () => {
 describe('stored fingerprints', () => {
   it('a digest is kept as its 32 bytes, any other text as itself; each replays, and a conflict names the one stored', async () => {
     const digest = fingerprint('assets.create', { asset: 'b' });
-    const texts = [digest, 'x'.repeat(32), 'x'.repeat(31), 'kfp1:k1:é', 'f'];
+    // Around the digest test (64 bytes, none outside [0-9a-f]): case, length, one other
+    // character, multibyte text of 64 and of 32 bytes, a trailing line break.
+    const texts = [
+      digest,
+      'x'.repeat(32),
+      'x'.repeat(31),
+      'kfp1:k1:é',
+      'f',
+      digest.toUpperCase(),
+      digest.slice(1),
+      `${digest}a`,
+      `g${digest.slice(1)}`,
+      'é'.repeat(32),
+      'é'.repeat(16),
+      `${digest.slice(1)}\n`,
+    ];
     for (const fp of texts) {
       const key = newKey();
       const c = await ledger.claim(claimOf(key, { fingerprint: fp }));
@@ -420,7 +435,8 @@ describe('stored fingerprints', () => {
         `select octet_length(fingerprint) as n from ${t.schema}.idempotency_ledger where key = $1`,
         [boundedKey(key)],
       );
-      expect(bytes.rows[0]?.n).toBe(fp === digest ? 32 : Buffer.byteLength(fp) + (fp.length === 32 ? 1 : 0));
+      const utf8 = Buffer.byteLength(fp);
+      expect(bytes.rows[0]?.n, fp).toBe(fp === digest ? 32 : utf8 + (utf8 === 32 ? 1 : 0));
     }
   });
 });

@@ -19,9 +19,11 @@ const completedAt = (x: string) =>
  * A fingerprint as the row stores it (migration 0009): a SHA-256 hex digest, what `fingerprint()`
  * makes, as its 32 bytes (half the text); any other text as its UTF-8 bytes, a NUL byte after a
  * text of exactly 32 bytes, so that the length tells the two apart (text never holds NUL).
+ * A digest is 64 bytes with no character outside [0-9a-f]: the same test as `~ '^[0-9a-f]{64}$'`,
+ * whose counted repetition cost Postgres about a quarter of a fresh insert's time per row.
  */
 const fpBytes = (t: string) =>
-  `(case when ${t} ~ '^[0-9a-f]{64}$' then decode(${t}, 'hex')
+  `(case when octet_length(${t}) = 64 and ${t} !~ '[^0-9a-f]' then decode(${t}, 'hex')
     else convert_to(${t}, 'UTF8') || case when octet_length(${t}) = 32 then '\\x00'::bytea else ''::bytea end end)`;
 /** The stored fingerprint `b` as the text it was made from (see fpBytes). */
 const fpText = (b: string) =>
@@ -84,8 +86,12 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
     `coalesce(',' || nullif(jsonb_strip_nulls(jsonb_build_object(${fields}))::text, '{}'), '')`;
   const entry = (code: string, epoch: string, at: string, fields?: string) =>
     `'[' || ${code} || ',' || ${epoch} || ',' || ${at}${fields ? ` || ${facts(fields)}` : ''} || ']'`;
-  /** The first entry's time: the base of the others'. */
-  const base = (column: string) => `substring(${column} from '^\\[\\d+,-?\\d+,(-?\\d+)')::int8`;
+  /**
+   * The first entry's time, the base of the others': the record starts `[code,epoch,ms` and the
+   * time ends at the next comma or at the entry's `]` (a split, not a regular expression: every
+   * completion reads it).
+   */
+  const base = (column: string) => `rtrim(split_part(${column}, ',', 3), ']')::int8`;
   const append = (column: string, code: string, epoch: string, n: string, fields?: string) =>
     `case when ${column} is null then ${entry(code, epoch, ms(n), fields)}
       else ${column} || ',' || ${entry(code, epoch, `(${ms(n)} - ${base(column)})`, fields)} end`;
