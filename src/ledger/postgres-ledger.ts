@@ -21,6 +21,7 @@ import { MicroBatcher } from './micro-batcher.js';
 import { parseTransitions } from './recorded-transition.js';
 import { type ClaimParams, type ParamsOf, type StatementName, statementValues } from './statement-params.js';
 import { type LedgerStatements, ledgerStatements } from './statements.js';
+import { StatisticsRefresh } from './statistics-refresh.js';
 import { type AcquiringTransition, type ClaimTransition, type OutcomeTransition, TRANSITIONS } from './transitions.js';
 import type {
   ClaimOptions,
@@ -120,7 +121,13 @@ export class PostgresLedger {
    * too short. `poolErrors`: idle connections of the pool that Postgres (or a proxy) dropped,
    * replaced by the pool; counted when the library watches the pool (see `pool`).
    */
-  readonly metrics: { staleWrites: number; claims: number; readonly poolErrors: number };
+  readonly metrics: {
+    staleWrites: number;
+    claims: number;
+    readonly poolErrors: number;
+    /** Times this ledger analyzed its young table (see StatisticsRefresh). */
+    readonly tablesAnalyzed: number;
+  };
   private readonly owned: boolean;
   private readonly sql: LedgerStatements;
   /** Prepared-statement names; undefined when statements run unnamed. */
@@ -132,17 +139,27 @@ export class PostgresLedger {
   private readonly completeBatcher: MicroBatcher<CompleteRow, Row> | undefined;
   /** Share of recently claimed keys that already had a row: decides read-first or insert-first. */
   private existingShare = 1;
+  /** Analyzes a young table so that named statements' cached plans use its index (named statements only). */
+  private readonly statistics: StatisticsRefresh | undefined;
 
   constructor(options: LedgerOptions) {
     this.schema = checkSchema(options.schema ?? DEFAULT_SCHEMA);
     const { pool, owned } = openPool(options, options.poolSize ?? 10);
     this.pool = pool;
     this.owned = owned;
+    const statistics =
+      (options.preparedStatements ?? DEFAULT_PREPARED_STATEMENTS)
+        ? new StatisticsRefresh(pool, `${this.schema}.idempotency_ledger`)
+        : undefined;
+    this.statistics = statistics;
     this.metrics = {
       staleWrites: 0,
       claims: 0,
       get poolErrors() {
         return poolErrorCount(pool);
+      },
+      get tablesAnalyzed() {
+        return statistics?.analyzed ?? 0;
       },
     };
     this.sql = ledgerStatements(`${this.schema}.idempotency_ledger`);
@@ -251,6 +268,7 @@ export class PostgresLedger {
           throw err;
         },
       );
+      this.statistics?.add(inserted.length);
       if (inserted.length > 0) {
         const byKey = new Map(absent.map((r) => [r.key, r]));
         for (const row of inserted)
@@ -500,6 +518,7 @@ export class PostgresLedger {
 
   /** Closes the pool if the ledger opened it. */
   async close(): Promise<void> {
+    await this.statistics?.settled();
     if (this.owned) await this.pool.end();
   }
 

@@ -1,0 +1,89 @@
+/**
+ * A new ledger table grows under named statements whose plans were made while it was nearly
+ * empty: once it has grown, the ledger has it analyzed, and its claims, replays and completions
+ * read the table by its primary key instead of whole (see src/ledger/statistics-refresh.ts).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fingerprint } from '../src/fingerprint/fingerprint.js';
+import type { IdempotencyKey } from '../src/keys/idempotency-key.js';
+import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { STATISTICS_CHECKS_AT } from '../src/ledger/statistics-refresh.js';
+import { TestContext, waitFor } from './helpers/context.js';
+
+const t = new TestContext('ledger_young');
+let ledger: PostgresLedger;
+
+beforeAll(async () => {
+  await t.setup();
+  // One connection: every statement runs on the session whose cached plans are under test.
+  ledger = t.ledger({ poolSize: 1 });
+});
+afterAll(async () => {
+  await ledger.close();
+  await t.teardown();
+});
+
+const keyOf = (i: number): IdempotencyKey => ({ namespace: 'acme/young', resourceKey: `r-${i}`, version: 'v1' });
+const fp = fingerprint('young.op', { a: 1 });
+
+const claim = (i: number) =>
+  ledger.claim({
+    key: keyOf(i),
+    operation: 'young.op',
+    fingerprint: fp,
+    leaseMs: 30_000,
+    retentionMs: 3_600_000,
+    downstream: 'idempotent',
+  });
+
+async function pair(i: number): Promise<void> {
+  const c = await claim(i);
+  if (c.kind !== 'acquired') throw new Error(`claim ${i}: ${c.kind}`);
+  await ledger.complete(c.key, c.epoch, { i });
+}
+
+/** Runs `n` operations 50 at a time (the ledger batches them). */
+async function many(from: number, n: number, op: (i: number) => Promise<void>): Promise<void> {
+  for (let at = from; at < from + n; at += 50) {
+    await Promise.all(Array.from({ length: Math.min(50, from + n - at) }, (_, j) => op(at + j)));
+  }
+}
+
+/** The ledger table's scan counters, once the ledger's session has reported its statistics. */
+async function scans(): Promise<{ seq: number; idx: number }> {
+  // A session reports its table statistics at the end of a transaction at most once a second.
+  await new Promise((r) => setTimeout(r, 1_100));
+  await ledger.pool.query('select 1');
+  const res = await t.query<{ seq: string; idx: string }>(
+    `select seq_scan as seq, coalesce(idx_scan, 0) as idx from pg_stat_user_tables
+     where schemaname = $1 and relname = 'idempotency_ledger'`,
+    [t.schema],
+  );
+  return { seq: Number(res.rows[0]?.seq), idx: Number(res.rows[0]?.idx) };
+}
+
+describe('a young ledger table', () => {
+  it('once it has grown past the checks, claims, replays and completions no longer read it whole', async () => {
+    // Plans made on a nearly empty table: five custom plans, then the cached generic one.
+    for (let i = 0; i < 8; i++) await pair(i);
+    const grown = STATISTICS_CHECKS_AT[1] + 500;
+    await many(8, grown, pair);
+    await waitFor(async () => ledger.metrics.tablesAnalyzed >= 2, 'the ledger analyzed its table twice', 30_000);
+    const analyzed = await t.query<{ n: number }>(
+      'select reltuples::float8 as n from pg_class where oid = $1::regclass',
+      [`${t.schema}.idempotency_ledger`],
+    );
+    expect(analyzed.rows[0]?.n).toBeGreaterThanOrEqual(STATISTICS_CHECKS_AT[1]);
+
+    const before = await scans();
+    // Replays (the read), fresh claims (the insert) and their completions, in batches.
+    await many(0, 500, async (i) => {
+      const c = await claim(i);
+      if (c.kind !== 'completed') throw new Error(`replay ${i}: ${c.kind}`);
+    });
+    await many(grown + 8, 500, pair);
+    const after = await scans();
+    expect(after.idx - before.idx).toBeGreaterThan(0);
+    expect(after.seq - before.seq).toBe(0);
+  }, 120_000);
+});
