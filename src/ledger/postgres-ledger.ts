@@ -125,7 +125,7 @@ export class PostgresLedger {
     staleWrites: number;
     claims: number;
     readonly poolErrors: number;
-    /** Times this ledger analyzed its young table (see StatisticsRefresh). */
+    /** ANALYZE statements this ledger ran on its young table (see StatisticsRefresh). */
     readonly tablesAnalyzed: number;
   };
   private readonly owned: boolean;

@@ -14,14 +14,16 @@ export const STATISTICS_CHECKS_AT = [1_000, 10_000, 100_000] as const;
  *
  * So when this ledger has inserted 1,000, 10,000 and 100,000 rows, it reads the table's row count
  * estimate and, if that is below what it alone inserted, analyzes the table: Postgres then drops
- * every session's cached plans of it, and the next ones use its primary key. Without the privilege
- * to analyze, Postgres only warns; an error is ignored (autovacuum does the same work later).
+ * every session's cached plans of it, and the next ones use its primary key. `SKIP_LOCKED`: when
+ * another process holds the table's maintenance lock (autovacuum, an index build), it does not
+ * wait with one of the pool's connections; it skips. Without the privilege to analyze, Postgres
+ * only warns; an error is ignored (autovacuum does the same work later).
  */
 export class StatisticsRefresh {
   private inserted = 0;
   private next = 0;
   private running: Promise<void> | undefined;
-  /** Tables analyzed by this ledger (for tests and metrics). */
+  /** ANALYZE statements this ledger ran (for tests and metrics). */
   analyzed = 0;
 
   constructor(
@@ -54,7 +56,7 @@ export class StatisticsRefresh {
       [this.table],
     );
     if ((res.rows[0]?.n ?? 0) >= at) return;
-    await this.pool.query(`analyze ${this.table}`);
+    await this.pool.query(`analyze (skip_locked) ${this.table}`);
     this.analyzed++;
   }
 }
