@@ -239,9 +239,9 @@ export class PostgresLedger {
    * the insert goes first. Each key's outcome is that of the full claim alone.
    */
   private async claimBatch(reqs: ClaimRow[]): Promise<Map<string, Row>> {
-    const sorted = reqs.length > 1 ? [...reqs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) : reqs;
+    const sorted = inKeyOrder(reqs);
     const answers = new Map<string, Row>();
-    let absent: ClaimRow[] = sorted;
+    let absent: readonly ClaimRow[] = sorted;
     const rest: ClaimRow[] = [];
     // Mostly new keys lately: the read would find nothing, so insert first.
     const readFirst = this.existingShare >= 0.2;
@@ -252,13 +252,14 @@ export class PostgresLedger {
         clockOffsetMs: this.clockOffsetMs,
       });
       const found = new Map(peeked.map((row) => [row.key as string, row]));
-      absent = [];
+      const none: ClaimRow[] = [];
       for (const r of sorted) {
         const row = found.get(r.key);
-        if (!row) absent.push(r);
+        if (!row) none.push(r);
         else if (row.claimable) rest.push(r);
         else answers.set(r.key, row);
       }
+      absent = none;
     }
     if (absent.length > 0) {
       // A concurrent claimer inserted one of the keys first: the full claim arbitrates them all.
@@ -280,7 +281,7 @@ export class PostgresLedger {
     const existing = readFirst ? sorted.length - absent.length : rest.length;
     this.existingShare = 0.8 * this.existingShare + 0.2 * (existing / sorted.length);
     if (rest.length > 0) {
-      const ordered = rest.length > 1 ? rest.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) : rest;
+      const ordered = inKeyOrder(rest);
       const claimed = await this.runRetryingDeadlock('claim', claimsOf(ordered, this.clockOffsetMs));
       for (const row of claimed) answers.set(row.key as string, row);
     }
@@ -289,7 +290,7 @@ export class PostgresLedger {
 
   /** Runs the completion statement for distinct keys; a key without a row was fenced. */
   private async completeBatch(reqs: CompleteRow[], executor?: LedgerExecutor): Promise<Map<string, Row>> {
-    const sorted = reqs.length > 1 ? [...reqs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) : reqs;
+    const sorted = inKeyOrder(reqs);
     const params = { completions: sorted, clockOffsetMs: this.clockOffsetMs };
     const rows = executor
       ? await this.run('complete', params, executor)
@@ -604,6 +605,11 @@ function newRow(req: ClaimRow, inserted: Row): Row {
     lease_expires_ms: at + req.claim.leaseMs,
     at_ms: inserted.at_ms,
   };
+}
+
+/** Rows in key order (batches lock their rows in that order), a copy when there is more than one. */
+function inKeyOrder<T extends { key: string }>(rows: readonly T[]): readonly T[] {
+  return rows.length > 1 ? [...rows].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) : rows;
 }
 
 /** The claim statements' named parameters: the claims in the given order. */

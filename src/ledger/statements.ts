@@ -121,6 +121,18 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
    */
   const sweepAfter = (i: string) => `${N} + ${i}.retention_ms * interval '1 millisecond'`;
   const fenced = `key = $1 and epoch = $2 and status = 'locked'`;
+  /** The claim statements' input: $1..$14, one array per field (CLAIM_FIELDS' order), as rows `i`. */
+  const claimInput = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
+    $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+    as i(key, namespace, resource_key, version, operation, fingerprint, lease_ms, retention_ms, downstream, owner,
+      job_id, queue, task_id, step_id)`;
+  /** The insert of a claimed row (epoch 1, locked) for each input row `i`; its FROM follows. */
+  const insertClaimed = `insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
+    downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
+    updated_at, claimed_at, claim_transition, transitions, sweep_after)
+  select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, i.owner,
+    ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id,
+    null, ${N}, null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}, ${sweepAfter('i')}`;
   return {
     /**
      * The claim, for one key or a batch of distinct keys (arrays of equal length): one statement.
@@ -133,20 +145,10 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
      * 7 lease_ms, 8 retention_ms, 9 downstream, 10 owner, 11 job_id, 12 queue, 13 task_id,
      * 14 step_id; 15 clock offset ms.
      */
-    claim: `with i as (
-  select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
-    $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
-    as i(key, namespace, resource_key, version, operation, fingerprint, lease_ms, retention_ms, downstream, owner,
-      job_id, queue, task_id, step_id)
-),
+    claim: `with i as (select * from ${claimInput}),
 cur as (select l.*, ${fpBytes('i.fingerprint')} as want from ${table} l join i on l.key = i.key),
 ins as (
-  insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch, downstream,
-    lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at, updated_at,
-    claimed_at, claim_transition, transitions, sweep_after)
-  select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, i.owner,
-    ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id, null, ${N},
-    null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}, ${sweepAfter('i')}
+  ${insertClaimed}
   from i
   where not exists (select 1 from cur c where c.key = i.key and not ${claimable('c', 'c.want', N)})
   order by i.key
@@ -200,16 +202,8 @@ from unnest($1::text[], $2::text[]) as i(key, want) join ${table} l on l.key = i
      * Returns only the key and the database time as whole milliseconds (an int8, cheaper to read
      * than a timestamp, and cut as the driver cuts timestamps): the rest of a new row is known.
      */
-    insertNew: `insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
-    downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
-    updated_at, claimed_at, claim_transition, transitions, sweep_after)
-  select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, i.owner,
-    ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id,
-    null, ${N}, null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}, ${sweepAfter('i')}
-  from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
-    $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
-    as i(key, namespace, resource_key, version, operation, fingerprint, lease_ms, retention_ms, downstream, owner,
-      job_id, queue, task_id, step_id)
+    insertNew: `${insertClaimed}
+  from ${claimInput}
   where not exists (select 1 from ${table} x where x.key = i.key)
   order by i.key
   returning key, ${ms('updated_at')} as at_ms`,
