@@ -30,7 +30,8 @@
  * are noisy: reported, never asserted; within a size the pairs and replays alternate over rounds
  * (median). Env: SCALE_ROWS (comma list, e.g. `0,100000`), SCALE_PAIRS (keys per round, 10,000),
  * SCALE_ROUNDS (3), SCALE_EXPIRED, SCALE_FILLFACTOR (the ledger table's fillfactor for the run, set
- * after migrating: the migrations' 90 when unset). It also reports the share of completions that
+ * after migrating: the migrations' 90 when unset), SCALE_PG_SETTINGS (the private server's settings
+ * over those defaults, e.g. `shared_buffers=2GB,wal_compression=lz4`; ignored with SCALE_DATABASE_URL). It also reports the share of completions that
  * were HOT updates (`pg_stat_user_tables`: new version on the same page, no index entries).
  * Ends with one JSON line per size, `{"bench":"scale",...}`.
  */
@@ -57,6 +58,8 @@ const PAIRS = Number(process.env.SCALE_PAIRS ?? 10_000);
 const ROUNDS = Number(process.env.SCALE_ROUNDS ?? 3);
 const EXPIRED = Number(process.env.SCALE_EXPIRED ?? 100_000);
 const FILLFACTOR = process.env.SCALE_FILLFACTOR ? Number(process.env.SCALE_FILLFACTOR) : undefined;
+/** Server settings over the defaults below, `name=value` comma list (e.g. `shared_buffers=2GB,wal_compression=lz4`). */
+const PG_SETTINGS = parseSettings(process.env.SCALE_PG_SETTINGS ?? '');
 const CONCURRENCY = 50;
 const POOL_SIZE = 10;
 const OPERATION = 'bench.scale';
@@ -76,6 +79,16 @@ if (FILLFACTOR !== undefined && !(Number.isInteger(FILLFACTOR) && FILLFACTOR >= 
   throw new Error(`SCALE_FILLFACTOR must be an integer from 10 to 100: ${process.env.SCALE_FILLFACTOR}`);
 }
 if ([...SIZES].sort((a, b) => a - b).join() !== SIZES.join()) throw new Error('SCALE_ROWS must be ascending');
+
+function parseSettings(list: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of list.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const m = /^([a-z_]+)=([A-Za-z0-9_.]+)$/.exec(part);
+    if (!m) throw new Error(`SCALE_PG_SETTINGS: expected name=value items, got ${JSON.stringify(part)}`);
+    out[m[1]!] = m[2]!;
+  }
+  return out;
+}
 
 type Item = { key: IdempotencyKey; fp: string; result: { assetId: string } };
 
@@ -340,6 +353,7 @@ async function main(): Promise<void> {
           autovacuum: 'on',
           shared_buffers: '128MB',
           max_wal_size: '1GB',
+          ...PG_SETTINGS,
         },
       });
   const url = external ?? server!.url();
@@ -361,7 +375,8 @@ async function main(): Promise<void> {
     const settings = (
       await db.query(
         `select string_agg(name || '=' || setting, ', ' order by name) as s from pg_settings
-         where name in ('autovacuum','fsync','full_page_writes','shared_buffers','synchronous_commit','max_wal_size')`,
+         where name in ('autovacuum','fsync','full_page_writes','shared_buffers','synchronous_commit','max_wal_size',
+                        'wal_compression','checkpoint_timeout')`,
       )
     ).rows[0].s;
     log(`  server: ${settings}`);
@@ -419,6 +434,7 @@ async function main(): Promise<void> {
         wal_per_op_after_checkpoint: Math.round(r.walAfterCheckpoint),
         hot_share: Math.round(r.hotShare * 100) / 100,
         fillfactor: FILLFACTOR ?? null,
+        pg_settings: Object.keys(PG_SETTINGS).length > 0 ? PG_SETTINGS : null,
         sweep_per_s: r.sweepPerSec === null ? null : Math.round(r.sweepPerSec),
         pairs_beside_sweep_per_s: r.pairsDuringSweep === null ? null : Math.round(r.pairsDuringSweep),
       });
