@@ -1,3 +1,4 @@
+import { encodeArrays } from '../db/array-literal.js';
 import type { LedgerStatements } from './statements.js';
 
 /**
@@ -110,7 +111,7 @@ export type StatementName = keyof typeof STATEMENT_PARAMS;
 /** The named parameters of statement `N`. */
 export type ParamsOf<N extends StatementName> = Parameters<(typeof STATEMENT_PARAMS)[N]>[0];
 
-/** The positional values of statement `name` for `params`. */
+/** The positional values of statement `name` for `params`, arrays as their text ({@link encodeArrays}). */
 export function statementValues<N extends StatementName>(name: N, params: ParamsOf<N>): unknown[] {
-  return (STATEMENT_PARAMS[name] as (p: ParamsOf<N>) => unknown[])(params);
+  return encodeArrays((STATEMENT_PARAMS[name] as (p: ParamsOf<N>) => unknown[])(params));
 }
