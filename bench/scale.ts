@@ -82,7 +82,10 @@ if ([...SIZES].sort((a, b) => a - b).join() !== SIZES.join()) throw new Error('S
 
 function parseSettings(list: string): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const part of list.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const part of list
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const m = /^([a-z_]+)=([A-Za-z0-9_.]+)$/.exec(part);
     if (!m) throw new Error(`SCALE_PG_SETTINGS: expected name=value items, got ${JSON.stringify(part)}`);
     out[m[1]!] = m[2]!;
