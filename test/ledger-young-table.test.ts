@@ -1,13 +1,13 @@
 /**
  * A new ledger table grows under named statements whose plans were made while it was nearly
  * empty: once it has grown, the ledger has it analyzed, and its claims, replays and completions
- * read the table by its primary key instead of whole (see src/ledger/statistics-refresh.ts).
+ * read the table by its primary key instead of whole (see src/db/statistics-refresh.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STATISTICS_CHECKS_AT } from '../src/db/statistics-refresh.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import type { IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { STATISTICS_CHECKS_AT } from '../src/ledger/statistics-refresh.js';
 import { TestContext, waitFor } from './helpers/context.js';
 
 const t = new TestContext('ledger_young');
@@ -66,14 +66,20 @@ describe('a young ledger table', () => {
   it('once it has grown past the checks, claims, replays and completions no longer read it whole', async () => {
     // Plans made on a nearly empty table: five custom plans, then the cached generic one.
     for (let i = 0; i < 8; i++) await pair(i);
-    const grown = STATISTICS_CHECKS_AT[1] + 500;
+    // Grown past the check at 10,000 rows: the ledger analyzed its table at each check up to it.
+    const checks = STATISTICS_CHECKS_AT.filter((at) => at <= 10_000);
+    const grown = checks.at(-1)! + 500;
     await many(8, grown, pair);
-    await waitFor(async () => ledger.metrics.tablesAnalyzed >= 2, 'the ledger analyzed its table twice', 30_000);
+    await waitFor(
+      async () => ledger.metrics.tablesAnalyzed >= checks.length,
+      `the ledger analyzed its table at ${checks.join(', ')} rows`,
+      30_000,
+    );
     const analyzed = await t.query<{ n: number }>(
       'select reltuples::float8 as n from pg_class where oid = $1::regclass',
       [`${t.schema}.idempotency_ledger`],
     );
-    expect(analyzed.rows[0]?.n).toBeGreaterThanOrEqual(STATISTICS_CHECKS_AT[1]);
+    expect(analyzed.rows[0]?.n).toBeGreaterThanOrEqual(checks.at(-1)!);
 
     const before = await scans();
     // Replays (the read), fresh claims (the insert) and their completions, in batches.

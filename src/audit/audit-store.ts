@@ -3,6 +3,7 @@ import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { type PoolLogger, watchPoolErrors } from '../db/pool-errors.js';
 import { DEFAULT_PREPARED_STATEMENTS, runStatement } from '../db/prepared-statements.js';
 import { statementName } from '../db/statement-name.js';
+import { StatisticsRefresh } from '../db/statistics-refresh.js';
 import { storable } from '../db/storable.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { engineOf } from '../redaction/policy-engine.js';
@@ -73,6 +74,8 @@ export class AuditStore {
   /** The insert's prepared-statement name; undefined when it runs unnamed. */
   private readonly insertName: string | undefined;
   private readonly structure: (e: AuditEvent) => AuditEvent;
+  /** Analyzes a young `audit_event_ids` as it grows, so that the insert's cached plan uses its index. */
+  private readonly statistics: StatisticsRefresh | undefined;
 
   /**
    * @param policy holds every event's clear-text fields to their grammars, redacts its details as
@@ -90,8 +93,9 @@ export class AuditStore {
     watchPoolErrors(pool, options.logger);
     this.structure = storeRedactor(policy);
     const s = checkSchema(schema);
-    this.insertName =
-      (options.preparedStatements ?? DEFAULT_PREPARED_STATEMENTS) ? statementName('audit_insert', s) : undefined;
+    const prepared = options.preparedStatements ?? DEFAULT_PREPARED_STATEMENTS;
+    this.insertName = prepared ? statementName('audit_insert', s) : undefined;
+    this.statistics = prepared ? new StatisticsRefresh(pool, `${s}.audit_event_ids`) : undefined;
     this.table = `${s}.audit_events`;
     this.deadLetter = `${s}.audit_dead_letter`;
     const cols = COLUMNS.map(([c]) => c).join(', ');
@@ -189,6 +193,12 @@ export class AuditStore {
   }
 
   private async insert(json: string): Promise<number> {
+    const inserted = await this.insertOnce(json);
+    this.statistics?.add(inserted);
+    return inserted;
+  }
+
+  private async insertOnce(json: string): Promise<number> {
     try {
       const res = await runStatement(this.pool, this.insertName, this.insertSql, [json]);
       return res.rowCount ?? 0;

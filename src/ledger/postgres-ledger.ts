@@ -5,6 +5,7 @@ import { poolErrorCount } from '../db/pool-errors.js';
 import { DEFAULT_PREPARED_STATEMENTS, runStatement } from '../db/prepared-statements.js';
 import { nullable, type Row } from '../db/row.js';
 import { statementName } from '../db/statement-name.js';
+import { StatisticsRefresh } from '../db/statistics-refresh.js';
 import { storableText } from '../db/storable.js';
 import {
   IdempotencyConfigError,
@@ -21,7 +22,6 @@ import { MicroBatcher } from './micro-batcher.js';
 import { parseTransitions } from './recorded-transition.js';
 import { type ClaimParams, type ParamsOf, type StatementName, statementValues } from './statement-params.js';
 import { type LedgerStatements, ledgerStatements } from './statements.js';
-import { StatisticsRefresh } from './statistics-refresh.js';
 import { type AcquiringTransition, type ClaimTransition, type OutcomeTransition, TRANSITIONS } from './transitions.js';
 import type {
   ClaimOptions,
