@@ -1,9 +1,6 @@
 /** An element that needs a backslash inside a quoted array element. */
 const NEEDS_ESCAPE = /["\\]/;
 
-/** One element of a one-dimensional text or number array. */
-export type ArrayElement = string | number | null | undefined;
-
 /**
  * The text form of a one-dimensional Postgres array (`{"a","b",NULL,7}`), read by a `$n::text[]`
  * or `$n::int8[]` parameter exactly as the driver's own encoding of the same JS array is: text
