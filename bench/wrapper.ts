@@ -32,6 +32,10 @@
  * time, and the CPU seconds Node, Postgres (this run's sessions and the server's auxiliary
  * processes) and Redis spent per 1000 jobs, from /proc (Linux only). CPU per job is far less
  * sensitive to other load on the machine than jobs/s: compare variants on it when `other` is high.
+ * A variant that writes Postgres (naive, floor, fresh) has its table vacuumed right after its
+ * drain, and that vacuum's CPU per 1000 jobs is reported beside the drain's (`vacuum`): the dead
+ * row versions a drain leaves are its cost, paid at once instead of by an autovacuum worker
+ * during another variant's drain (whose Postgres CPU counts every autovacuum worker).
  *
  * Run: `npm run bench` (DATABASE_URL, REDIS_URL; BENCH_JOBS, BENCH_ROUNDS, and BENCH_ONLY, a
  * comma list of raw,naive,floor,powertools,library, to narrow it for profiling; BENCH_CPU_PROFILE=dir
@@ -103,6 +107,8 @@ type Variant = {
   processor(tag: string): Processor;
   /** The operation id a job carries, to check that its result is its own. */
   idOf(job: Job): string | undefined;
+  /** The Postgres tables its drain writes: vacuumed right after it, and that vacuum billed to it. */
+  writes?: readonly string[];
 };
 
 type Measurement = {
@@ -115,6 +121,8 @@ type Measurement = {
   redisPerJob: number;
   /** CPU seconds per 1000 jobs. */
   cpu: CpuSplit | undefined;
+  /** CPU seconds per 1000 jobs of the VACUUM of what the drain wrote (dead row versions), run right after it. */
+  vacuumCpu: number | undefined;
 };
 
 /** How often the side effect ran in the current drain. */
@@ -286,6 +294,8 @@ type Context = {
   runId: string;
   schema: string;
   admin: pg.Client;
+  /** The admin session's backend, whose CPU the vacuums after the drains are measured by. */
+  adminPid: number;
   redis: Redis;
   variants: Record<VariantName, Variant>;
 };
@@ -346,6 +356,7 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
     if (effects !== expected) {
       throw new Error(`${variant.name} (${tag}): the side effect ran ${effects} times, expected ${expected}`);
     }
+    const vacuumCpu = await vacuumWritten(ctx, variant, count);
     return {
       perSec: count / seconds,
       peakRssMb: peakRss / 2 ** 20,
@@ -354,6 +365,7 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
       walBytesPerJob: Number(wal.rows[0]!.bytes) / count,
       redisPerJob,
       cpu,
+      vacuumCpu,
     };
   } finally {
     await queue.obliterate({ force: true }).catch((error: unknown) => {
@@ -361,6 +373,22 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
     });
     await queue.close();
   }
+}
+
+/**
+ * Vacuums the tables a drain wrote, right after it, and returns that vacuum's CPU (the admin
+ * session's backend) per 1000 jobs. The dead row versions a drain leaves are its cost too, paid
+ * later by autovacuum; here they are paid at once and billed to it, and autovacuum, whose
+ * workers count as any drain's Postgres CPU, has nothing left of it to do during the next
+ * variant's drain.
+ */
+async function vacuumWritten(ctx: Context, variant: Variant, count: number): Promise<number | undefined> {
+  if (!variant.writes?.length) return undefined;
+  const self = new Set([ctx.adminPid]);
+  const before = cpuSnapshot(self);
+  for (const table of variant.writes) await ctx.admin.query(`vacuum ${table}`);
+  const split = cpuSplit(before, cpuSnapshot(self));
+  return split && perThousand(split, count).postgres;
 }
 
 /** After a library fresh run: every key of the round is completed in the ledger. */
@@ -545,6 +573,7 @@ function buildVariants(
     name,
     unit: 'library',
     expect: name === 'fresh' ? 'all' : 'none',
+    ...(name === 'fresh' ? { writes: [`${ledger.schema}.idempotency_ledger`] } : {}),
     // The producer helper: key made at enqueue. Each run uses a new queue, so the jobIds derived
     // from the key are new there, and the replay's jobs are not absorbed as duplicates.
     enqueue: async (queue, items) => {
@@ -626,6 +655,7 @@ function buildVariants(
       name: 'naive',
       unit: 'naive',
       expect: 'all',
+      writes: [naiveTable],
       enqueue: plainEnqueue,
       processor: () => async (job: Job) => {
         const data = job.data as JobData;
@@ -645,6 +675,7 @@ function buildVariants(
       name: 'floor',
       unit: 'floor',
       expect: 'all',
+      writes: [floorTable],
       enqueue: plainEnqueue,
       processor: (tag) => async (job: Job) => {
         const data = job.data as JobData;
@@ -717,6 +748,7 @@ function report(results: Results): void {
     const cpu = (k: 'node' | 'nodeSys' | 'postgres' | 'redis' | 'other' | 'idle') =>
       ms[0]?.cpu ? med((m) => m.cpu![k]).toFixed(2) : '-';
     const ours = ms[0]?.cpu ? med((m) => m.cpu!.node + m.cpu!.postgres + m.cpu!.redis).toFixed(2) : '-';
+    const vacuum = ms[0]?.vacuumCpu === undefined ? '-' : med((m) => m.vacuumCpu ?? 0).toFixed(3);
     return [
       LABELS[v],
       Math.max(...ms.map((m) => m.peakRssMb)).toFixed(0),
@@ -729,13 +761,15 @@ function report(results: Results): void {
       cpu('postgres'),
       cpu('redis'),
       ours,
+      vacuum,
       cpu('other'),
       cpu('idle'),
     ];
   });
   console.log(
     '\nCost per job (medians; peak RSS: max over rounds; CPU: seconds per 1000 jobs, from /proc; (sys): kernel' +
-      ' part of node; (gc): node GC time; other: any other process, irq and softirq time)',
+      ' part of node; (gc): node GC time; vacuum: Postgres CPU of the VACUUM of what the drain wrote, run right' +
+      ' after it, not in n+pg+r; other: any other process, irq and softirq time)',
   );
   table(
     [
@@ -750,6 +784,7 @@ function report(results: Results): void {
       'postgres',
       'redis',
       'n+pg+r',
+      'vacuum',
       'other',
       'idle',
     ],
@@ -768,6 +803,10 @@ function summary(results: Results): Record<string, unknown> {
   };
   const peak: Record<string, number> = {};
   for (const [v, ms] of results) peak[v] = Math.round(Math.max(...ms.map((m) => m.peakRssMb)));
+  const vacuum: Record<string, number> = {};
+  for (const [v, ms] of results) {
+    if (ms[0]?.vacuumCpu !== undefined) vacuum[v] = Math.round(median(ms.map((m) => m.vacuumCpu ?? 0)) * 1000) / 1000;
+  }
   return {
     raw_per_s: perSec('raw'),
     naive_per_s: perSec('naive'),
@@ -780,6 +819,7 @@ function summary(results: Results): Record<string, unknown> {
     floor_per_s: perSec('floor'),
     fresh_vs_floor: ratio('fresh', 'floor'),
     peak_rss_mb: peak,
+    vacuum_cpu_ms_per_job: vacuum,
   };
 }
 
@@ -815,7 +855,8 @@ async function main(): Promise<void> {
     const built = buildVariants(ledger, naivePool, naiveTable, floorTable, runId);
     closePowertools = built.closePowertools;
     await built.connectPowertools();
-    const ctx: Context = { runId, schema, admin, redis, variants: built.variants };
+    const adminPid = (await admin.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+    const ctx: Context = { runId, schema, admin, adminPid, variants: built.variants, redis };
 
     console.error(
       `bench wrapper: run ${runId}, ${JOBS} jobs x ${ROUNDS} rounds, concurrency ${CONCURRENCY}, pg pools ${POOL_SIZE}, units ${units.join(',')}, ${sourceVersion()}`,
