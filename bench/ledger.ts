@@ -11,8 +11,9 @@
  *
  * Both variants run with the same pool size and the same number of operations in flight, on
  * their own table in a throw-away schema, alternately over several rounds with new keys each
- * round. Timings are noisy (a 2-core machine shared with Postgres), so only correctness is
- * asserted; the numbers are reported, never checked.
+ * round, each run after a checkpoint and followed by a VACUUM of its table (so that neither
+ * lands in another variant's run). Timings are noisy (a 2-core machine shared with Postgres), so
+ * only correctness is asserted; the numbers are reported, never checked.
  *
  * Run: `npm run bench:ledger` (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test).
  * The last line of stdout is one JSON object with the medians.
@@ -55,6 +56,8 @@ type Item = { key: IdempotencyKey; fp: string; result: { assetId: string } };
 
 type Variant = {
   name: VariantName;
+  /** The table it writes: vacuumed after each of its rounds (see main). */
+  table: string;
   /** Claims a fresh key and completes it; throws unless the claim acquired it. */
   fresh(item: Item): Promise<void>;
   /** Claims an already-completed key; throws unless it replays the recorded result. */
@@ -68,7 +71,7 @@ function item(batch: string, i: number): Item {
   return { key, fp: fingerprint(OPERATION, { batch, i }), result: { assetId: `asset-${batch}-${i}` } };
 }
 
-function libraryVariant(ledger: PostgresLedger, name: 'library' | 'unnamed'): Variant {
+function libraryVariant(ledger: PostgresLedger, name: 'library' | 'unnamed', table: string): Variant {
   const claimOf = ({ key, fp }: Item) => ({
     key,
     operation: OPERATION,
@@ -79,6 +82,7 @@ function libraryVariant(ledger: PostgresLedger, name: 'library' | 'unnamed'): Va
   });
   return {
     name,
+    table,
     async fresh(it) {
       const claim = await ledger.claim(claimOf(it));
       if (claim.kind !== 'acquired') throw new Error(`${name}: fresh claim of ${boundedKey(it.key)} got ${claim.kind}`);
@@ -107,9 +111,10 @@ where key = $1 and epoch = $3`,
   };
 }
 
-function naiveVariant(pool: pg.Pool, sql: ReturnType<typeof naiveStatements>): Variant {
+function naiveVariant(pool: pg.Pool, sql: ReturnType<typeof naiveStatements>, table: string): Variant {
   return {
     name: 'naive',
+    table,
     async fresh(it) {
       const key = boundedKey(it.key);
       const claimed = await pool.query<{ epoch: number }>(sql.claim, [key, it.fp, LEASE_MS]);
@@ -172,7 +177,8 @@ async function main(): Promise<void> {
   let naivePool: pg.Pool | undefined;
   try {
     await migrate({ connectionString: DATABASE_URL, schema });
-    const sql = naiveStatements(`${schema}.naive_ledger`);
+    const naiveTable = `${schema}.naive_ledger`;
+    const sql = naiveStatements(naiveTable);
     await admin.query(sql.create);
     ledger = new PostgresLedger({ connectionString: DATABASE_URL, schema, poolSize: POOL_SIZE });
     unnamedLedger = new PostgresLedger({
@@ -183,9 +189,9 @@ async function main(): Promise<void> {
     });
     naivePool = new pg.Pool({ connectionString: DATABASE_URL, max: POOL_SIZE });
     const variants: Record<VariantName, Variant> = {
-      library: libraryVariant(ledger, 'library'),
-      unnamed: libraryVariant(unnamedLedger, 'unnamed'),
-      naive: naiveVariant(naivePool, sql),
+      library: libraryVariant(ledger, 'library', `${schema}.idempotency_ledger`),
+      unnamed: libraryVariant(unnamedLedger, 'unnamed', `${schema}.idempotency_ledger`),
+      naive: naiveVariant(naivePool, sql, naiveTable),
     };
     console.error(
       `bench ledger: schema ${schema}, ${KEYS_PER_ROUND} keys x ${ROUNDS} rounds, pool ${POOL_SIZE}, ${CONCURRENCY} in flight`,
@@ -200,8 +206,12 @@ async function main(): Promise<void> {
     for (let round = 0; round < ROUNDS; round++) {
       // Rotate which variant goes first, so none always runs on the warmer (or fuller) table.
       for (const name of rotated(VARIANTS, round)) {
+        // Each run starts with no dirty pages and no dead rows left by the one before it: a
+        // checkpoint or an autovacuum of another variant's writes does not land in this one.
+        await admin.query('checkpoint').catch(() => {});
         // The two library variants share a table: each round and variant has its own keys.
         const { pairs, replay } = await runVariant(variants[name], `r${round + 1}-${name}`, KEYS_PER_ROUND);
+        await admin.query(`vacuum ${variants[name].table}`);
         results[name].pairs.push(pairs);
         results[name].replay.push(replay);
         console.error(
