@@ -47,8 +47,12 @@ export type ProcessorContext<DB = unknown> = {
   attemptsStarted: number;
   stalledCounter: number;
   taskId: string | undefined;
-  /** Fires when the lease or BullMQ's lock is lost, or the job is cancelled: stop and throw. */
-  signal: AbortSignal;
+  /**
+   * Fires when the lease or BullMQ's lock is lost, or the job is cancelled: stop and throw. Made
+   * on first read, through the context's prototype: `ctx.signal` and `const { signal } = ctx`
+   * work; a spread copy `{ ...ctx }` leaves it out.
+   */
+  readonly signal: AbortSignal;
   job: Job;
   token: string | undefined;
   /**
