@@ -10,6 +10,7 @@ import { AuditStore } from '../src/audit/audit-store.js';
 import { STATISTICS_CHECKS_AT } from '../src/db/statistics-refresh.js';
 import { sampleAuditEvent } from './helpers/audit-sample.js';
 import { TestContext, waitFor } from './helpers/context.js';
+import { rowEstimate, tableScans } from './helpers/table-stats.js';
 
 const t = new TestContext('audit_young');
 let pool: pg.Pool;
@@ -40,18 +41,7 @@ async function write(n: number, batch = BATCH): Promise<void> {
   }
 }
 
-/** `audit_event_ids`' scan counters, once the store's session has reported its statistics. */
-async function scans(): Promise<{ seq: number; idx: number }> {
-  // A session reports its table statistics at the end of a transaction at most once a second.
-  await new Promise((r) => setTimeout(r, 1_100));
-  await pool.query('select 1');
-  const res = await t.query<{ seq: string; idx: string }>(
-    `select seq_scan as seq, coalesce(idx_scan, 0) as idx from pg_stat_user_tables
-     where schemaname = $1 and relname = 'audit_event_ids'`,
-    [t.schema],
-  );
-  return { seq: Number(res.rows[0]?.seq), idx: Number(res.rows[0]?.idx) };
-}
+const scans = () => tableScans(t, pool, 'audit_event_ids');
 
 describe('a young audit_event_ids table', () => {
   it('once it has grown past the checks, batches no longer read it whole', async () => {
@@ -63,13 +53,7 @@ describe('a young audit_event_ids table', () => {
     expect(STATISTICS_CHECKS_AT).toContain(at);
     await write(at + 500, 1_000);
     await waitFor(
-      async () => {
-        const res = await t.query<{ n: number }>(
-          'select reltuples::float8 as n from pg_class where oid = $1::regclass',
-          [`${t.schema}.audit_event_ids`],
-        );
-        return (res.rows[0]?.n ?? 0) >= at;
-      },
+      async () => (await rowEstimate(t, 'audit_event_ids')) >= at,
       `audit_event_ids analyzed once ${at} ids were stored`,
       30_000,
     );

@@ -9,6 +9,7 @@ import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import type { IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { TestContext, waitFor } from './helpers/context.js';
+import { rowEstimate, tableScans } from './helpers/table-stats.js';
 
 const t = new TestContext('ledger_young');
 let ledger: PostgresLedger;
@@ -49,18 +50,7 @@ async function many(from: number, n: number, op: (i: number) => Promise<void>): 
   }
 }
 
-/** The ledger table's scan counters, once the ledger's session has reported its statistics. */
-async function scans(): Promise<{ seq: number; idx: number }> {
-  // A session reports its table statistics at the end of a transaction at most once a second.
-  await new Promise((r) => setTimeout(r, 1_100));
-  await ledger.pool.query('select 1');
-  const res = await t.query<{ seq: string; idx: string }>(
-    `select seq_scan as seq, coalesce(idx_scan, 0) as idx from pg_stat_user_tables
-     where schemaname = $1 and relname = 'idempotency_ledger'`,
-    [t.schema],
-  );
-  return { seq: Number(res.rows[0]?.seq), idx: Number(res.rows[0]?.idx) };
-}
+const scans = () => tableScans(t, ledger.pool, 'idempotency_ledger');
 
 describe('a young ledger table', () => {
   it('once it has grown past the checks, claims, replays and completions no longer read it whole', async () => {
@@ -75,11 +65,7 @@ describe('a young ledger table', () => {
       `the ledger analyzed its table at ${checks.join(', ')} rows`,
       30_000,
     );
-    const analyzed = await t.query<{ n: number }>(
-      'select reltuples::float8 as n from pg_class where oid = $1::regclass',
-      [`${t.schema}.idempotency_ledger`],
-    );
-    expect(analyzed.rows[0]?.n).toBeGreaterThanOrEqual(checks.at(-1)!);
+    expect(await rowEstimate(t, 'idempotency_ledger')).toBeGreaterThanOrEqual(checks.at(-1)!);
 
     const before = await scans();
     // Replays (the read), fresh claims (the insert) and their completions, in batches.
