@@ -98,6 +98,37 @@ describe('one stored row per event id on a partitioned table', () => {
     expect(await rowsOf(t.schema, e.eventId)).toEqual([later.toISOString()]);
   });
 
+  it('an event row stored without its id (the id deleted by hand) is met once and absorbed: the batch is written again around it', async () => {
+    const at = new Date();
+    const kept = event('absorbed-kept', at);
+    await store.writeBatch([kept]);
+    await t.query(`delete from ${t.schema}.audit_event_ids where event_id = $1`, [kept.eventId]);
+    const others = ['absorbed-a', 'absorbed-b', 'absorbed-c'].map((id) => event(id, at));
+    const own = new AuditStore(pool, t.schema);
+    // The plain insert takes the id as new and fails on the stored row (unique violation, nothing
+    // written); the absorbing insert then writes the other three and skips it.
+    expect(await own.writeBatch([...others, kept])).toEqual({ inserted: 3, duplicates: 1, deadLettered: 0 });
+    expect(own.absorbed).toBe(1);
+    for (const e of [...others, kept]) expect(await rowsOf(t.schema, e.eventId)).toEqual([at.toISOString()]);
+    // The id is back, pointing at the stored row: the next delivery is an ordinary duplicate.
+    expect(await own.writeBatch([kept])).toEqual({ inserted: 0, duplicates: 1, deadLettered: 0 });
+    expect(own.absorbed).toBe(1);
+  });
+
+  it('concurrent writers re-storing the same lost events store one row each', async () => {
+    const at = new Date(Date.now() - DAY);
+    const events = Array.from({ length: 20 }, (_, i) => event(`lost-race-${i}`, at));
+    await store.writeBatch(events);
+    await t.query(`delete from ${t.schema}.audit_events where event_id = any($1)`, [events.map((e) => e.eventId)]);
+    const later = new Date();
+    const stores = [0, 1, 2, 3].map(() => new AuditStore(pool, t.schema));
+    const results = await Promise.all(
+      stores.map((s) => s.writeBatch(events.map((e) => ({ ...e, createdAt: later.toISOString() })))),
+    );
+    expect(results.reduce((n, r) => n + r.inserted, 0)).toBe(events.length);
+    for (const e of events) expect(await rowsOf(t.schema, e.eventId)).toEqual([later.toISOString()]);
+  });
+
   it('an event far from every partition gets its partition made, and is stored', async () => {
     const far = new Date(Date.now() + 400 * DAY);
     const e = event('far-ahead', far);

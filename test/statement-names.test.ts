@@ -18,7 +18,7 @@ const id = randomBytes(4).toString('hex');
 /** Two 63-byte schema names (the longest Postgres allows) that differ only in their last byte. */
 const long = (last: string) => `t_stmt_${id}_`.padEnd(62, 'x') + last;
 const schemas = [long('a'), long('b')] as const;
-const statements = [...Object.keys(ledgerStatements('s.t')), 'audit_insert'];
+const statements = [...Object.keys(ledgerStatements('s.t')), 'audit_insert', 'audit_insert_absorbing'];
 
 beforeAll(async () => {
   await t.setup();

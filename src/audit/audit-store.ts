@@ -68,14 +68,19 @@ export class AuditStore {
   private readonly table: string;
   private readonly deadLetter: string;
   private readonly insertSql: string;
+  /** The same insert absorbing a stored row's conflict (`on conflict do nothing`): the fallback when the plain one meets one. */
+  private readonly absorbingSql: string;
   /** The oldest and newest time of a batch's events (to create the partitions they need). */
   private readonly rangeSql: string;
   private readonly schema: string;
   /** The insert's prepared-statement name; undefined when it runs unnamed. */
   private readonly insertName: string | undefined;
+  private readonly absorbingName: string | undefined;
   private readonly structure: (e: AuditEvent) => AuditEvent;
   /** Analyzes a young `audit_event_ids` as it grows, so that the insert's cached plan uses its index. */
   private readonly statistics: StatisticsRefresh | undefined;
+  /** Batches whose plain insert met a stored row and ran again absorbing it (see `absorbingSql`). */
+  absorbed = 0;
 
   /**
    * @param policy holds every event's clear-text fields to their grammars, redacts its details as
@@ -95,6 +100,7 @@ export class AuditStore {
     const s = checkSchema(schema);
     const prepared = options.preparedStatements ?? DEFAULT_PREPARED_STATEMENTS;
     this.insertName = prepared ? statementName('audit_insert', s) : undefined;
+    this.absorbingName = prepared ? statementName('audit_insert_absorbing', s) : undefined;
     this.statistics = prepared ? new StatisticsRefresh(pool, `${s}.audit_event_ids`) : undefined;
     this.table = `${s}.audit_events`;
     this.deadLetter = `${s}.audit_dead_letter`;
@@ -108,8 +114,17 @@ export class AuditStore {
     // per id of the batch (its earliest); `fresh`, the ids never seen (the unique index arbitrates
     // between concurrent writers: one wins); `lost`, ids whose stored row is gone (deleted, or its
     // partition dropped), re-pointed at this candidate so the event is stored again. Ids already
-    // stored under any time write nothing. All sub-statements see the same snapshot.
-    this.insertSql = `with x as (
+    // stored under any time write nothing. All sub-statements see the same snapshot, so `lost`
+    // cannot see the rows `fresh` inserts: it probes only the ids `fresh` did not take (usually
+    // none; probing every candidate cost Postgres about 3 µs an event).
+    //
+    // The events' insert is plain: `on conflict do nothing` writes every row as a speculative
+    // insertion, whose confirm record is 48 B of WAL an event (bench:audit's pipeline measured
+    // 1,412 → 1,364 B per event, and less Postgres CPU). A conflict means an event row is
+    // stored that its id did not point to (a writer re-storing the same lost event concurrently,
+    // an id deleted by hand): the statement fails whole (unique violation) and runs again as
+    // `absorbingSql`, which skips the stored rows.
+    const insertSql = (absorbing: boolean) => `with x as (
         select ${named} from jsonb_to_recordset($1::jsonb) as x(${typed})
       ),
       c as (select distinct on (event_id) * from x order by event_id, created_at),
@@ -118,14 +133,18 @@ export class AuditStore {
         on conflict (event_id) do nothing returning event_id, created_at
       ),
       lost as (
-        update ${ids} i set created_at = c.created_at from c
+        update ${ids} i set created_at = c.created_at
+        from (select * from c where not exists (select 1 from fresh f where f.event_id = c.event_id)) c
         where i.event_id = c.event_id
           and not exists (select 1 from ${this.table} e where e.created_at = i.created_at and e.event_id = i.event_id)
         returning i.event_id, i.created_at
       )
       insert into ${this.table} (${cols})
-      select ${picked} from c join (select * from fresh union all select * from lost) k using (event_id, created_at)
-      on conflict do nothing`;
+      select ${picked} from c join (select * from fresh union all select * from lost) k using (event_id, created_at)${
+        absorbing ? '\n      on conflict do nothing' : ''
+      }`;
+    this.insertSql = insertSql(false);
+    this.absorbingSql = insertSql(true);
     this.rangeSql = `select min(x."createdAt") as oldest, max(x."createdAt") as newest
       from jsonb_to_recordset($1::jsonb) as x("createdAt" timestamptz)`;
     this.schema = s;
@@ -200,16 +219,25 @@ export class AuditStore {
 
   private async insertOnce(json: string): Promise<number> {
     try {
-      const res = await runStatement(this.pool, this.insertName, this.insertSql, [json]);
-      return res.rowCount ?? 0;
+      return await this.run(json);
     } catch (err) {
       if (!isMissingPartition(err)) throw err;
       // An event's time has no partition yet (ahead of those the operations process made, or
       // older than all of them): made now, then the batch again.
       const { oldest, newest } = (await this.pool.query(this.rangeSql, [json])).rows[0];
       await createAuditPartitions(this.pool, this.schema, new Date(oldest), new Date(new Date(newest).getTime() + 1));
-      const res = await runStatement(this.pool, this.insertName, this.insertSql, [json]);
-      return res.rowCount ?? 0;
+      return await this.run(json);
+    }
+  }
+
+  /** The plain insert; on a stored row's conflict (nothing of the batch written), the absorbing one. */
+  private async run(json: string): Promise<number> {
+    try {
+      return (await runStatement(this.pool, this.insertName, this.insertSql, [json])).rowCount ?? 0;
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err;
+      this.absorbed++;
+      return (await runStatement(this.pool, this.absorbingName, this.absorbingSql, [json])).rowCount ?? 0;
     }
   }
 
@@ -304,9 +332,12 @@ function isMissingPartition(err: unknown): boolean {
 }
 
 /** Postgres refused the data itself (SQLSTATE class 22, or 23 other than a unique violation). */
+/** SQLSTATE of a unique violation. */
+const UNIQUE_VIOLATION = '23505';
+
 function isDataError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' && (code.startsWith('22') || (code.startsWith('23') && code !== '23505'));
+  return typeof code === 'string' && (code.startsWith('22') || (code.startsWith('23') && code !== UNIQUE_VIOLATION));
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
