@@ -68,7 +68,7 @@ export class AuditStore {
   private readonly table: string;
   private readonly deadLetter: string;
   private readonly insertSql: string;
-  /** The same insert absorbing a stored row's conflict (`on conflict do nothing`): the fallback when the plain one meets one. */
+  /** The insert with `on conflict do nothing`: the fallback when the plain one meets a stored row (see the constructor). */
   private readonly absorbingSql: string;
   /** The oldest and newest time of a batch's events (to create the partitions they need). */
   private readonly rangeSql: string;
@@ -111,23 +111,42 @@ export class AuditStore {
     const picked = COLUMNS.map(([c]) => `c.${c}`).join(', ');
     // One stored row per event id, kept by audit_event_ids (a partitioned table cannot hold a
     // unique index on event_id alone; see migrations/0006). In one statement: `c`, one candidate
-    // per id of the batch (its earliest); `fresh`, the ids never seen (the unique index arbitrates
-    // between concurrent writers: one wins); `lost`, ids whose stored row is gone (deleted, or its
-    // partition dropped), re-pointed at this candidate so the event is stored again. Ids already
-    // stored under any time write nothing. All sub-statements see the same snapshot, so `lost`
-    // cannot see the rows `fresh` inserts: it probes only the ids `fresh` did not take (usually
-    // none; probing every candidate cost Postgres about 3 µs an event).
+    // per id of the batch (its earliest); `fresh`, the ids never seen, inserted; `lost`, ids whose
+    // stored row is gone (deleted, or its partition dropped), re-pointed at this candidate so the
+    // event is stored again. Ids already stored under any time write nothing. All sub-statements
+    // see the same snapshot.
     //
-    // The events' insert is plain: `on conflict do nothing` writes every row as a speculative
-    // insertion, whose confirm record is 48 B of WAL an event (bench:audit's pipeline measured
-    // 1,412 → 1,364 B per event, and less Postgres CPU). A conflict means an event row is
-    // stored that its id did not point to (a writer re-storing the same lost event concurrently,
-    // an id deleted by hand): the statement fails whole (unique violation) and runs again as
-    // `absorbingSql`, which skips the stored rows.
-    const insertSql = (absorbing: boolean) => `with x as (
+    // Both inserts are plain: `on conflict do nothing` writes every row as a speculative
+    // insertion, whose confirm record is 48 B of WAL a row. So the statement reads each
+    // candidate's id first (`k`: what it points at, if anything) and inserts only the ids it did
+    // not find. A conflict is then a race or a repair: a concurrent writer storing the same id
+    // (new, or lost) or an event row stored that its id did not point to (an id deleted by hand).
+    // The statement fails whole (unique violation) and runs again as `absorbingSql`, in which the
+    // unique indexes arbitrate: of concurrent writers one stores the id, and stored rows are
+    // skipped.
+    const events = (absorbing: boolean) => `
+      insert into ${this.table} (${cols})
+      select ${picked} from c join (select * from fresh union all select * from lost) k using (event_id, created_at)${
+        absorbing ? ' on conflict do nothing' : ''
+      }`;
+    const head = `with x as (
         select ${named} from jsonb_to_recordset($1::jsonb) as x(${typed})
       ),
-      c as (select distinct on (event_id) * from x order by event_id, created_at),
+      c as (select distinct on (event_id) * from x order by event_id, created_at),`;
+    const isLost = `not exists (select 1 from ${this.table} e where e.created_at = i.created_at and e.event_id = i.event_id)`;
+    const insertSql = `${head}
+      k as (select c.event_id, c.created_at, i.created_at as stored_at from c left join ${ids} i on i.event_id = c.event_id),
+      fresh as (
+        insert into ${ids} (event_id, created_at) select event_id, created_at from k where stored_at is null
+        returning event_id, created_at
+      ),
+      lost as (
+        update ${ids} i set created_at = k.created_at from k
+        where k.stored_at is not null and i.event_id = k.event_id and ${isLost}
+        returning i.event_id, i.created_at
+      )${events(false)}`;
+    // `lost` cannot see the rows `fresh` inserts (the same snapshot): it probes only the others.
+    const absorbingSql = `${head}
       fresh as (
         insert into ${ids} (event_id, created_at) select event_id, created_at from c
         on conflict (event_id) do nothing returning event_id, created_at
@@ -135,16 +154,11 @@ export class AuditStore {
       lost as (
         update ${ids} i set created_at = c.created_at
         from (select * from c where not exists (select 1 from fresh f where f.event_id = c.event_id)) c
-        where i.event_id = c.event_id
-          and not exists (select 1 from ${this.table} e where e.created_at = i.created_at and e.event_id = i.event_id)
+        where i.event_id = c.event_id and ${isLost}
         returning i.event_id, i.created_at
-      )
-      insert into ${this.table} (${cols})
-      select ${picked} from c join (select * from fresh union all select * from lost) k using (event_id, created_at)${
-        absorbing ? '\n      on conflict do nothing' : ''
-      }`;
-    this.insertSql = insertSql(false);
-    this.absorbingSql = insertSql(true);
+      )${events(true)}`;
+    this.insertSql = insertSql;
+    this.absorbingSql = absorbingSql;
     this.rangeSql = `select min(x."createdAt") as oldest, max(x."createdAt") as newest
       from jsonb_to_recordset($1::jsonb) as x("createdAt" timestamptz)`;
     this.schema = s;
