@@ -9,7 +9,8 @@
  *   enqueue three events per job); the writer's work is the pipeline figure.
  * Timings on a shared 2-core machine are noisy: figures are reported, never asserted. The last line
  * of stdout is one JSON object. Env: BENCH_AUDIT_EVENTS, BENCH_AUDIT_BURSTS, BENCH_JOBS and
- * BENCH_ROUNDS (the wrapper rounds), BENCH_CPU_PROFILE=dir (profiles the writer process).
+ * BENCH_ROUNDS (the wrapper rounds), BENCH_CPU_PROFILE=dir (profiles the writer process),
+ * BENCH_AUDIT_ONLY=pipeline (the pipeline alone: no redaction figure, no wrapper rounds).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -36,7 +37,9 @@ const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PIPELINE_EVENTS = Number(process.env.BENCH_AUDIT_EVENTS ?? 100_000);
 const PIPELINE_BURSTS = Number(process.env.BENCH_AUDIT_BURSTS ?? 3);
 const WRAPPER_JOBS = Number(process.env.BENCH_JOBS ?? 10_000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** The pipeline alone (`BENCH_AUDIT_ONLY=pipeline`): for comparing two versions of the writer or the store. */
+const PIPELINE_ONLY = process.env.BENCH_AUDIT_ONLY === 'pipeline';
+const ROUNDS = PIPELINE_ONLY ? 0 : Number(process.env.BENCH_ROUNDS ?? 3);
 /** The producer waits while the emitter holds more than this many events (its bound here: 50,000). */
 const PACE_BUFFERED = 5_000;
 /** When set, the writer process is CPU-profiled into this directory (`bench/profile-summary.ts` reads it). */
@@ -91,6 +94,9 @@ function toolEvent(i: number): AuditEvent {
     },
   };
 }
+
+const walLsn = async (pool: pg.Pool): Promise<string> =>
+  (await pool.query('select pg_current_wal_lsn() as l')).rows[0].l as string;
 
 /** The operations process (`npm start`), as deployed: the writer runs beside the emitting worker. */
 async function startWriterProcess(): Promise<ChildProcess> {
@@ -168,6 +174,10 @@ async function pipeline(pool: pg.Pool): Promise<{
   p99: number;
   bytesPerEvent: number;
   storage: string;
+  /** WAL bytes per event over the bursts. */
+  walPerEvent: number;
+  /** The emitter's, the writer's and Postgres's CPU µs per event, each the median of the bursts'. */
+  cpu: { emitter: number; writer: number; postgres: number };
 }> {
   const queue = new Queue('audit', { connection, prefix });
   const emitter = new AuditEmitter({
@@ -180,6 +190,8 @@ async function pipeline(pool: pg.Pool): Promise<{
   });
   try {
     const bursts: number[] = [];
+    const cpuUs = { emitter: [] as number[], writer: [] as number[], postgres: [] as number[] };
+    const walBefore = await walLsn(pool);
     for (let b = 0; b < PIPELINE_BURSTS; b++) {
       const started = performance.now();
       const cpuBefore = cpuSnapshot();
@@ -190,12 +202,19 @@ async function pipeline(pool: pg.Pool): Promise<{
       if (cpu) {
         const per1000 = (x: number) => ((x / PIPELINE_EVENTS) * 1000).toFixed(3);
         const writer = cpu.others.find(([comm]) => comm === 'node')?.[1] ?? 0;
+        const us = (x: number) => (x / PIPELINE_EVENTS) * 1e6;
+        cpuUs.emitter.push(us(cpu.node));
+        cpuUs.writer.push(us(writer));
+        cpuUs.postgres.push(us(cpu.postgres));
         log(
           `burst ${b + 1}: ${Math.round(bursts[b] as number)} events/s; CPU s per 1000 events: emitter ${per1000(cpu.node)}, writer ${per1000(writer)}, postgres ${per1000(cpu.postgres)}, redis ${per1000(cpu.redis)}, idle ${per1000(cpu.idle)}`,
         );
       }
     }
     const perSecond = median(bursts);
+    const walPerEvent =
+      Number((await pool.query('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1) as d', [walBefore])).rows[0].d) /
+      (PIPELINE_BURSTS * PIPELINE_EVENTS);
     const from = PIPELINE_BURSTS * PIPELINE_EVENTS;
     const paced = Math.min(20_000, Math.round(perSecond / 2) * 2);
     await emitAll(emitter, from, paced, perSecond / 2);
@@ -218,6 +237,8 @@ async function pipeline(pool: pg.Pool): Promise<{
       p99: Number(lag.rows[0].p99),
       bytesPerEvent: stored.total / rows,
       storage: stored.parts.map(([name, bytes]) => `${name} ${Math.round(bytes / rows)}`).join(', '),
+      walPerEvent,
+      cpu: { emitter: median(cpuUs.emitter), writer: median(cpuUs.writer), postgres: median(cpuUs.postgres) },
     };
   } finally {
     await emitter.close();
@@ -305,7 +326,7 @@ const ledger = new PostgresLedger({ pool, schema });
 let writer: ChildProcess | undefined;
 try {
   log('redaction (own process)...');
-  const redaction = redactionPerSecond();
+  const redaction = PIPELINE_ONLY ? Number.NaN : redactionPerSecond();
   log(`pipeline: ${PIPELINE_BURSTS} bursts of ${PIPELINE_EVENTS} events...`);
   writer = await startWriterProcess();
   const pipe = await pipeline(pool);
@@ -324,22 +345,35 @@ try {
   printTable(
     ['measure', 'value'],
     [
-      ['redaction, events/s (1 core)', String(Math.round(redaction))],
+      ...(PIPELINE_ONLY ? [] : [['redaction, events/s (1 core)', String(Math.round(redaction))]]),
       ['pipeline, events/s', series(pipe.bursts, pipe.perSecond)],
       ['pipeline lag p50 / p99, ms', `${pipe.p50.toFixed(0)} / ${pipe.p99.toFixed(0)}`],
       ['stored bytes per event', `${Math.round(pipe.bytesPerEvent)}  (${pipe.storage})`],
-      ['wrapper audit off, jobs/s', series(off, median(off))],
-      ['wrapper audit on, jobs/s', series(on, median(on))],
-      ['wrapper overhead', overhead.toFixed(3)],
+      ['WAL bytes per event', String(Math.round(pipe.walPerEvent))],
+      [
+        'CPU µs per event (median of bursts)',
+        `emitter ${Math.round(pipe.cpu.emitter)}, writer ${Math.round(pipe.cpu.writer)}, postgres ${Math.round(pipe.cpu.postgres)}`,
+      ],
+      ...(PIPELINE_ONLY
+        ? []
+        : [
+            ['wrapper audit off, jobs/s', series(off, median(off))],
+            ['wrapper audit on, jobs/s', series(on, median(on))],
+            ['wrapper overhead', overhead.toFixed(3)],
+          ]),
     ],
   );
   jsonLine('audit', {
-    redaction_per_s: Math.round(redaction),
+    redaction_per_s: PIPELINE_ONLY ? null : Math.round(redaction),
     pipeline_per_s: Math.round(pipe.perSecond),
     lag_p50_ms: Math.round(pipe.p50),
     lag_p99_ms: Math.round(pipe.p99),
     bytes_per_event: Math.round(pipe.bytesPerEvent),
-    wrapper_overhead: Number(overhead.toFixed(3)),
+    wal_per_event: Math.round(pipe.walPerEvent),
+    emitter_cpu_us_per_event: Math.round(pipe.cpu.emitter),
+    writer_cpu_us_per_event: Math.round(pipe.cpu.writer),
+    postgres_cpu_us_per_event: Math.round(pipe.cpu.postgres),
+    wrapper_overhead: PIPELINE_ONLY ? null : Number(overhead.toFixed(3)),
   });
 } finally {
   if (writer) {
