@@ -472,6 +472,19 @@ describe('details allow-list', () => {
   it('handles missing details', () => {
     expect(redactDetails('payments.charge', undefined, policy).value).toEqual({});
   });
+
+  it('keeps an allow-listed `__proto__` key as an own key, never as the prototype', () => {
+    const own = defineRedactionPolicy({
+      version: 'proto-1',
+      hmacKeys: [{ id: 'k1', secret: 'p'.repeat(40) }],
+      details: { 'tool.x': ['__proto__'] },
+    });
+    const { value } = redactDetails('tool.x', JSON.parse('{"__proto__":{"polluted":true},"other":1}'), own);
+    expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
+    expect(Object.hasOwn(value, '__proto__')).toBe(true);
+    expect(value.polluted).toBeUndefined();
+    expect(JSON.parse(JSON.stringify(value))).toEqual(JSON.parse('{"__proto__":{"polluted":true},"_omitted":{"count":1}}'));
+  });
 });
 
 describe('receipts', () => {

@@ -5,7 +5,7 @@ import { engineOf, type PolicyEngine } from './policy-engine.js';
 import { OMITTED_KEY } from './policy-schema.js';
 import { type PathSegment, ReceiptBuilder } from './receipt.js';
 import type { RedactionResult, RedactOptions } from './redact.js';
-import { Walker } from './walker.js';
+import { define, Walker } from './walker.js';
 
 /**
  * The summary that replaces the keys a details allow-list did not name. Only their number: a
@@ -77,7 +77,7 @@ export function redactDetails(
     }
     const norm = normalizeName(key);
     if (key !== OMITTED_KEY && (forAction?.has(norm) || forAll?.has(norm))) {
-      Object.defineProperty(kept, key, { value, enumerable: true, writable: true, configurable: true });
+      define(kept, key, value);
       continue;
     }
     count++;
@@ -137,7 +137,7 @@ function boundText(
     path.pop();
     if (res === v) continue;
     out ??= { ...obj };
-    Object.defineProperty(out, k, { value: res, enumerable: true, writable: true, configurable: true });
+    define(out, k, res);
   }
   return out ?? value;
 }

@@ -25,8 +25,11 @@ function textLength(text: unknown): number {
   return typeof text === 'string' ? text.length : 0;
 }
 
-/** Sets a property, also when the key is `__proto__` (which plain assignment would not). */
-function define(target: Record<string, unknown>, key: string, value: unknown): void {
+/**
+ * Sets a property, also when the key is `__proto__` (which plain assignment would not). Plain
+ * assignment otherwise: `Object.defineProperty` on every key is a runtime call each time.
+ */
+export function define(target: Record<string, unknown>, key: string, value: unknown): void {
   if (key === '__proto__')
     Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
   else target[key] = value;
