@@ -60,8 +60,9 @@ export type AuditStoreOptions = {
 
 /**
  * Postgres side of the audit trail. A batch is written with one multi-row statement
- * (`jsonb_to_recordset`, one parameter however many events) and `ON CONFLICT DO NOTHING`, so a
- * redelivered batch, a re-emit or a backfill never writes an event twice. An invalid event goes
+ * (`jsonb_to_recordset`, one parameter however many events) that stores only the events whose
+ * ids it has not stored (`audit_event_ids`), so a redelivered batch, a re-emit or a backfill
+ * never writes an event twice. An invalid event goes
  * to the dead-letter table with its reason and never blocks the batch.
  */
 export class AuditStore {

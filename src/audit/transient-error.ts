@@ -5,7 +5,7 @@ import { isInfraError } from '../db/infra-error.js';
  * limit: the database could not be asked (`isInfraError`, the ledger's own judgement:
  * unreachable, connection terminated, too many connections, shutting down or starting up), or
  * it asked to be asked again (a serialisation failure, a deadlock, a lock not available, which
- * an insert ON CONFLICT DO NOTHING may simply repeat). Anything else keeps BullMQ's attempts and,
+ * the batch's insert may simply repeat). Anything else keeps BullMQ's attempts and,
  * for data Postgres refuses, the dead-letter path.
  *
  * @example

@@ -57,7 +57,7 @@ export type AuditWriterOptions = {
 
 /**
  * The audit writer: a BullMQ worker that writes each audit batch with one multi-row statement.
- * Safe under redelivery (deterministic event ids, ON CONFLICT DO NOTHING); an invalid event is
+ * Safe under redelivery (deterministic event ids, one stored row per id); an invalid event is
  * dead-lettered with its reason and never blocks the queue.
  *
  * A batch that meets a transient error is moved to BullMQ's delayed set (`moveToDelayed` +
