@@ -177,6 +177,8 @@ export {
   FIELD_CLASSES,
   type FieldClass,
   identifierRef,
+  type PinoRedactionConfig,
+  type PinoSerializer,
   pinoRedactionOptions,
   pinoRedactPaths,
   type RedactedError,

@@ -931,6 +931,30 @@ describe('pino integration', () => {
     expect(line).not.toHaveProperty('password');
   });
 
+  it('redacts the output of your own serializers, which pino runs after formatters.log', () => {
+    const token = 'ghp_ujbRca1AvYoSX7AglCZYy2KNMAedF5yfFcma';
+    const req = (r: { url: string; auth: string; from: string }) => ({
+      url: r.url,
+      headers: { authorization: `Bearer ${token}`, from: r.from },
+    });
+    const { logger, lines } = capture({ ...pinoRedactionOptions(policy, { serializers: { req } }) });
+    logger.info({ req: { url: '/orders', auth: token, from: 'jane.doe@example.com' } }, 'request');
+    const line = lines();
+    expect(line).not.toContain(token);
+    expect(line).not.toContain('jane.doe@');
+    expect(JSON.parse(line).req.url).toBe('/orders');
+    // The library's own serializers stay: a message is still scanned.
+    logger.info(`token ${token}`);
+    expect(lines()).not.toContain(token);
+  });
+
+  it('lists top-level redact paths by default, deeper ones on request', () => {
+    const paths = (o: ReturnType<typeof pinoRedactionOptions>) => (o.redact as { paths: string[] }).paths;
+    expect(paths(pinoRedactionOptions(policy))).toContain('password');
+    expect(paths(pinoRedactionOptions(policy))).not.toContain('*.password');
+    expect(paths(pinoRedactionOptions(policy, { pathDepth: 2 }))).toContain('*.password');
+  });
+
   it('censors a path with the class of its field', () => {
     const options = pinoRedactionOptions(policy);
     const censor = (options.redact as { censor: (v: unknown, p: string[]) => unknown }).censor;

@@ -20,8 +20,10 @@ export { FIELD_CLASSES, type FieldClass, type FieldVerdict } from './field-class
 export { normalizeName } from './normalize-name.js';
 export { isMasked, maskPii } from './pii-mask.js';
 export {
+  type PinoRedactionConfig,
   type PinoRedactionOptions,
   type PinoRedactPathsOptions,
+  type PinoSerializer,
   pinoRedactionOptions,
   pinoRedactPaths,
 } from './pino.js';

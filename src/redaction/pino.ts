@@ -73,6 +73,29 @@ export type PinoRedactionOptions = Required<Pick<LoggerOptions, 'redact' | 'seri
   hooks: { logMethod: LogMethodHook };
 };
 
+/** A pino serializer (pino's own type): the value of one top-level key of a log object, as it should be logged. */
+export type PinoSerializer = pino.SerializerFn;
+
+/** Settings of {@link pinoRedactionOptions}. */
+export type PinoRedactionConfig = {
+  /**
+   * Your own serializers, by key. pino runs serializers after `formatters.log`, so what one
+   * returns would be seen by pino's `redact` paths alone: given here, each one's output goes
+   * through the policy (field classes and scanners at any depth; `msg` through the scanners).
+   * Pass them here rather than in pino's own `serializers`, which would replace this one's.
+   */
+  serializers?: Readonly<Record<string, PinoSerializer>>;
+  /**
+   * Nesting levels of the `redact` paths ({@link pinoRedactPaths}' `depth`). Every `*.`-path
+   * costs pino's redaction about 1 µs a log line, and is seen by every top-level key: at depth 2
+   * (342 wildcard paths for the default policy) a small line cost 290–345 µs, at depth 1 about
+   * 5 µs. `formatters.log` and the serializers above redact at every depth before pino's paths
+   * run, so a deeper list only repeats them.
+   * @defaultValue 1
+   */
+  pathDepth?: number;
+};
+
 /**
  * Everything pino needs to log through the policy:
  *
@@ -86,16 +109,28 @@ export type PinoRedactionOptions = Required<Pick<LoggerOptions, 'redact' | 'seri
  *   before pino formats them: objects through the field classes, strings and errors scrubbed;
  * - `serializers.msg` scans the message (after printf-style interpolation);
  * - `serializers.err` scrubs errors that reach pino's error serialiser;
- * - `redact` lists {@link pinoRedactPaths} with a censor that applies the field's class
- *   (a second line of defence: by the time it runs, `formatters.log` has already redacted).
+ * - your own serializers (`config.serializers`), each one's output redacted;
+ * - `redact` lists {@link pinoRedactPaths} (top-level names by default: see `pathDepth`) with a
+ *   censor that applies the field's class (a second line of defence: by the time it runs,
+ *   `formatters.log` and the serializers have already redacted).
  *
  * @example
  * const logger = pino({ ...pinoRedactionOptions(policy), level: 'info' });
  * logger.info({ user: { email: 'jane@example.com' } }, 'token %s', 'ghp_…'); // both scrubbed
  */
-export function pinoRedactionOptions(policy: RedactionPolicy): PinoRedactionOptions {
+export function pinoRedactionOptions(policy: RedactionPolicy, config: PinoRedactionConfig = {}): PinoRedactionOptions {
   const engine = engineOf(policy);
   const scan = (text: unknown) => (typeof text === 'string' ? scanBounded(engine, text, NO_HITS) : text);
+  const own: Record<string, PinoSerializer> = {};
+  for (const [key, serialize] of Object.entries(config.serializers ?? {})) {
+    own[key] =
+      key === 'msg'
+        ? (value) => scan(serialize(value))
+        : (value) => {
+            const out = serialize(value);
+            return out instanceof Error ? redactError(out, policy) : redact(out, policy).value;
+          };
+  }
   const bindings = (raw: Record<string, unknown>): Record<string, unknown> => {
     const [own, rest] = split(raw);
     // A plain object again: pino calls `hasOwnProperty` on what this returns.
@@ -105,7 +140,7 @@ export function pinoRedactionOptions(policy: RedactionPolicy): PinoRedactionOpti
   };
   return {
     redact: {
-      paths: pinoRedactPaths(policy),
+      paths: pinoRedactPaths(policy, { depth: config.pathDepth ?? 1 }),
       censor: (value: unknown, path: string[]) => censor(engine, value, path),
     },
     formatters: {
@@ -124,6 +159,7 @@ export function pinoRedactionOptions(policy: RedactionPolicy): PinoRedactionOpti
     serializers: {
       msg: scan,
       err: (err: unknown) => (err instanceof Error ? redactError(err, policy) : err),
+      ...own,
     },
   };
 }
