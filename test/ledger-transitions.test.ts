@@ -3,14 +3,17 @@
  * for every epoch, with the time the statement returned; the backfill derives one event per
  * recorded transition, under the id the live event has.
  */
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventIdFor } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { eventsForRecord } from '../src/audit/derive.js';
 import { BACKFILL_MARK, buildTimeline, renderTimeline } from '../src/audit/timeline.js';
+import { storableText } from '../src/db/storable.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { parseTransitions } from '../src/ledger/recorded-transition.js';
 import { ledgerStatements } from '../src/ledger/statements.js';
 import { TRANSITIONS } from '../src/ledger/transitions.js';
 import type { ClaimOptions, Transition } from '../src/ledger/types.js';
@@ -141,7 +144,7 @@ describe('the record of transitions', () => {
       [k],
     );
     const row = stored.rows[0];
-    expect(row?.transitions).toBe(`[0,1,${c.at.getTime()},{"o": "w\\"1"}],[6,1,${done.at.getTime() - c.at.getTime()}]`);
+    expect(row?.transitions).toBe(`[0,1,${c.at.getTime()},{"o":"w\\"1"}],[6,1,${done.at.getTime() - c.at.getTime()}]`);
     // Derivable columns are left out of a new row; the record gives them back.
     expect(row).toMatchObject({ namespace: null, last_transition: null });
     expect(await ledger.get(k)).toMatchObject({
@@ -154,6 +157,50 @@ describe('the record of transitions', () => {
       createdAt: c.at,
       completedAt: done.at,
     });
+  });
+
+  it("a claim's facts of any text (quotes, backslashes, unicode, control characters) come back from its record as given", async () => {
+    const text = fc.oneof(
+      fc.string({ maxLength: 40, unit: 'grapheme' }),
+      fc.constantFrom(
+        'w"1',
+        'a\\b',
+        '{"o":1}',
+        '], [0,1',
+        'line\nbreak\ttab',
+        'ünï ✓ 🎉',
+        ' ',
+        'nul\u0000',
+        'lone\ud800',
+      ),
+    );
+    const maybe = fc.option(text, { nil: undefined });
+    await fc.assert(
+      fc.asyncProperty(fc.record({ owner: maybe, jobId: maybe, queue: maybe, taskId: maybe }), async (facts) => {
+        const key = newKey();
+        const given = Object.fromEntries(Object.entries(facts).filter(([, v]) => v !== undefined)) as Record<
+          string,
+          string
+        >;
+        const { owner: _o, ...ownerless } = bare(claimOf(key));
+        const c = await acquire(ledger, { ...ownerless, ...given });
+        const row = (
+          await t.query<{ transitions: string }>(
+            `select transitions from ${t.schema}.idempotency_ledger where key = $1`,
+            [boundedKey(key)],
+          )
+        ).rows[0];
+        const [claimed] = parseTransitions(row?.transitions) ?? [];
+        expect(claimed).toEqual({
+          transition: 'claimed',
+          epoch: 1,
+          at: c.at,
+          // As stored: a NUL or a lone surrogate Postgres text cannot hold is replaced (storableText).
+          ...Object.fromEntries(Object.entries(given).map(([f, v]) => [f, storableText(v)])),
+        });
+      }),
+      { numRuns: 60 },
+    );
   });
 
   it('no index of the ledger covers a column a completion changes (so a completion can be a HOT update)', async () => {

@@ -4,7 +4,8 @@ import type { LedgerStatements } from './statements.js';
 /**
  * One key's claim as the claim statements take it (`claim`, `insertNew`): named fields, in the
  * order of the statements' parameters ({@link CLAIM_FIELDS}); the parts of the key only when the
- * key is hashed (otherwise null: the key spells them).
+ * key is hashed (otherwise null: the key spells them). Its facts ({@link claimFactsText}) follow
+ * the clock offset, as $16.
  */
 export type ClaimParams = {
   key: string;
@@ -46,9 +47,26 @@ type ClaimBatch = { claims: readonly ClaimParams[]; clockOffsetMs: number };
 type Clock = { clockOffsetMs: number };
 type Operator = { actorId: string | null; reason: string | null };
 
+/**
+ * A new claim's facts as its record of transitions stores them (see statements.ts: `o` owner,
+ * `j` job id, `q` queue, `k` task id, nulls left out), or null when it has none. Made here as JSON
+ * text rather than in Postgres: building, stripping and casting a jsonb object cost about 2 µs a
+ * row of a fresh claim's insert.
+ */
+export function claimFactsText(c: ClaimParams): string | null {
+  if (c.owner === null && c.jobId === null && c.queue === null && c.taskId === null) return null;
+  const facts: Record<string, string> = {};
+  if (c.owner !== null) facts.o = c.owner;
+  if (c.jobId !== null) facts.j = c.jobId;
+  if (c.queue !== null) facts.q = c.queue;
+  if (c.taskId !== null) facts.k = c.taskId;
+  return JSON.stringify(facts);
+}
+
 const claimValues = ({ claims, clockOffsetMs }: ClaimBatch): unknown[] => [
   ...CLAIM_FIELDS.map((field) => claims.map((c) => c[field])),
   clockOffsetMs,
+  claims.map(claimFactsText),
 ];
 
 /**

@@ -121,18 +121,21 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
    */
   const sweepAfter = (i: string) => `${N} + ${i}.retention_ms * interval '1 millisecond'`;
   const fenced = `key = $1 and epoch = $2 and status = 'locked'`;
-  /** The claim statements' input: $1..$14, one array per field (CLAIM_FIELDS' order), as rows `i`. */
+  /**
+   * The claim statements' input: $1..$14, one array per field (CLAIM_FIELDS' order), and $16 each
+   * claim's facts as the record stores them (JSON text or null, made by `claimFactsText`), as rows `i`.
+   */
   const claimInput = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
-    $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+    $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $16::text[])
     as i(key, namespace, resource_key, version, operation, fingerprint, lease_ms, retention_ms, downstream, owner,
-      job_id, queue, task_id, step_id)`;
+      job_id, queue, task_id, step_id, facts)`;
   /** The insert of a claimed row (epoch 1, locked) for each input row `i`; its FROM follows. */
   const insertClaimed = `insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
     downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
     updated_at, claimed_at, claim_transition, transitions, sweep_after)
   select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, i.owner,
     ${N} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id,
-    null, ${N}, null, null, ${entry(code('claimed'), '1', ms(N), claimFacts('i'))}, ${sweepAfter('i')}`;
+    null, ${N}, null, null, '[' || ${code('claimed')} || ',1,' || ${ms(N)} || coalesce(',' || i.facts, '') || ']', ${sweepAfter('i')}`;
   return {
     /**
      * The claim, for one key or a batch of distinct keys (arrays of equal length): one statement.
@@ -143,7 +146,7 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
      * Rows are inserted in key order so concurrent batches lock in the same order.
      * Params (arrays): 1 key, 2 namespace, 3 resource_key, 4 version, 5 operation, 6 fingerprint,
      * 7 lease_ms, 8 retention_ms, 9 downstream, 10 owner, 11 job_id, 12 queue, 13 task_id,
-     * 14 step_id; 15 clock offset ms.
+     * 14 step_id; 15 clock offset ms; 16 facts (JSON text or null, see claimFactsText).
      */
     claim: `with i as (select * from ${claimInput}),
 cur as (select l.*, ${fpBytes('i.fingerprint')} as want from ${table} l join i on l.key = i.key),
