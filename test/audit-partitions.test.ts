@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allMigrations } from '../migrations/index.js';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
@@ -127,6 +128,38 @@ describe('one stored row per event id on a partitioned table', () => {
     );
     expect(results.reduce((n, r) => n + r.inserted, 0)).toBe(events.length);
     for (const e of events) expect(await rowsOf(t.schema, e.eventId)).toEqual([later.toISOString()]);
+  });
+
+  it('a lost event re-stored by one writer while another waits on its id is stored once, under the first writer’s time', async () => {
+    const at = new Date();
+    const e = event('lost-cas', at);
+    await store.writeBatch([e]);
+    await t.query(`delete from ${t.schema}.audit_events where event_id = $1`, [e.eventId]);
+    // Today's partition, which the first write made sure of.
+    const first = new Date(at.getTime() + 1);
+    const second = new Date(at.getTime() + 2);
+    // Writer A re-stores it inside a transaction it holds open: the id row stays locked.
+    const a = new pg.Client({ connectionString: t.databaseUrl });
+    await a.connect();
+    try {
+      await a.query('begin');
+      const storeA = new AuditStore(a as unknown as pg.Pool, t.schema);
+      expect(await storeA.writeBatch([{ ...e, createdAt: first.toISOString() }])).toMatchObject({ inserted: 1 });
+      // Writer B read the id before A commits, then waits for A's lock on it.
+      const b = store.writeBatch([{ ...e, createdAt: second.toISOString() }]);
+      const aPid = (await a.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid;
+      for (let i = 0; ; i++) {
+        const waiting = await t.query('select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid))', [aPid]);
+        if (waiting.rows.length > 0) break;
+        if (i > 500) throw new Error('writer B never waited for the id');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await a.query('commit');
+      expect(await b).toMatchObject({ inserted: 0, duplicates: 1 });
+    } finally {
+      await a.end();
+    }
+    expect(await rowsOf(t.schema, e.eventId)).toEqual([first.toISOString()]);
   });
 
   it('an event far from every partition gets its partition made, and is stored', async () => {

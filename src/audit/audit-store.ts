@@ -62,8 +62,8 @@ export type AuditStoreOptions = {
  * Postgres side of the audit trail. A batch is written with one multi-row statement
  * (`jsonb_to_recordset`, one parameter however many events) that stores only the events whose
  * ids it has not stored (`audit_event_ids`), so a redelivered batch, a re-emit or a backfill
- * never writes an event twice. An invalid event goes
- * to the dead-letter table with its reason and never blocks the batch.
+ * never writes an event twice. An invalid event goes to the dead-letter table with its reason
+ * and never blocks the batch.
  */
 export class AuditStore {
   private readonly table: string;
@@ -112,54 +112,47 @@ export class AuditStore {
     const picked = COLUMNS.map(([c]) => `c.${c}`).join(', ');
     // One stored row per event id, kept by audit_event_ids (a partitioned table cannot hold a
     // unique index on event_id alone; see migrations/0006). In one statement: `c`, one candidate
-    // per id of the batch (its earliest); `fresh`, the ids never seen, inserted; `lost`, ids whose
-    // stored row is gone (deleted, or its partition dropped), re-pointed at this candidate so the
-    // event is stored again. Ids already stored under any time write nothing. All sub-statements
-    // see the same snapshot.
+    // per id of the batch (its earliest); `k`, what each candidate's id points at, if anything;
+    // `fresh`, the ids never seen, inserted; `lost`, ids whose stored row is gone (deleted, or its
+    // partition dropped), re-pointed at this candidate so the event is stored again. Ids already
+    // stored under any time write nothing. All sub-statements see the same snapshot.
+    //
+    // `lost` re-points an id only if its row is still the version `k` read (`xmin`): a writer
+    // that re-pointed it meanwhile has stored the event (under its own time), and this one then
+    // waits for it and skips, instead of storing a second row under another time.
     //
     // Both inserts are plain: `on conflict do nothing` writes every row as a speculative
-    // insertion, whose confirm record is 48 B of WAL a row. So the statement reads each
-    // candidate's id first (`k`: what it points at, if anything) and inserts only the ids it did
-    // not find. A conflict is then a race or a repair: a concurrent writer storing the same id
-    // (new, or lost) or an event row stored that its id did not point to (an id deleted by hand).
-    // The statement fails whole (unique violation) and runs again as `absorbingSql`, in which the
-    // unique indexes arbitrate: of concurrent writers one stores the id, and stored rows are
-    // skipped.
-    const events = (absorbing: boolean) => `
-      insert into ${this.table} (${cols})
-      select ${picked} from c join (select * from fresh union all select * from lost) k using (event_id, created_at)${
-        absorbing ? ' on conflict do nothing' : ''
-      }`;
-    const head = `with x as (
+    // insertion, whose confirm record is 48 B of WAL a row, so only the ids `k` did not find are
+    // inserted. A conflict is then a race or a repair: a concurrent writer storing the same new
+    // id, or an event row stored that its id did not point to (an id deleted by hand). The
+    // statement fails whole (unique violation) and runs again as `absorbingSql`, the same with
+    // `on conflict do nothing`: the unique indexes arbitrate, and stored rows are skipped.
+    const insertSql = (absorbing: boolean) => `with x as (
         select ${named} from jsonb_to_recordset($1::jsonb) as x(${typed})
       ),
-      c as (select distinct on (event_id) * from x order by event_id, created_at),`;
-    const isLost = `not exists (select 1 from ${this.table} e where e.created_at = i.created_at and e.event_id = i.event_id)`;
-    const insertSql = `${head}
-      k as (select c.event_id, c.created_at, i.created_at as stored_at from c left join ${ids} i on i.event_id = c.event_id),
+      c as (select distinct on (event_id) * from x order by event_id, created_at),
+      k as (
+        select c.event_id, c.created_at, i.created_at as stored_at, i.xmin as stored_version
+        from c left join ${ids} i on i.event_id = c.event_id
+      ),
       fresh as (
-        insert into ${ids} (event_id, created_at) select event_id, created_at from k where stored_at is null
+        insert into ${ids} (event_id, created_at) select event_id, created_at from k where stored_at is null${
+          absorbing ? ' on conflict (event_id) do nothing' : ''
+        }
         returning event_id, created_at
       ),
       lost as (
         update ${ids} i set created_at = k.created_at from k
-        where k.stored_at is not null and i.event_id = k.event_id and ${isLost}
+        where k.stored_at is not null and i.event_id = k.event_id and i.xmin = k.stored_version
+          and not exists (select 1 from ${this.table} e where e.created_at = i.created_at and e.event_id = i.event_id)
         returning i.event_id, i.created_at
-      )${events(false)}`;
-    // `lost` cannot see the rows `fresh` inserts (the same snapshot): it probes only the others.
-    const absorbingSql = `${head}
-      fresh as (
-        insert into ${ids} (event_id, created_at) select event_id, created_at from c
-        on conflict (event_id) do nothing returning event_id, created_at
-      ),
-      lost as (
-        update ${ids} i set created_at = c.created_at
-        from (select * from c where not exists (select 1 from fresh f where f.event_id = c.event_id)) c
-        where i.event_id = c.event_id and ${isLost}
-        returning i.event_id, i.created_at
-      )${events(true)}`;
-    this.insertSql = insertSql;
-    this.absorbingSql = absorbingSql;
+      )
+      insert into ${this.table} (${cols})
+      select ${picked} from c join (select * from fresh union all select * from lost) k using (event_id, created_at)${
+        absorbing ? ' on conflict do nothing' : ''
+      }`;
+    this.insertSql = insertSql(false);
+    this.absorbingSql = insertSql(true);
     this.rangeSql = `select min(x."createdAt") as oldest, max(x."createdAt") as newest
       from jsonb_to_recordset($1::jsonb) as x("createdAt" timestamptz)`;
     this.schema = s;
@@ -346,10 +339,10 @@ function isMissingPartition(err: unknown): boolean {
   return e.code === '23514' && typeof e.message === 'string' && e.message.startsWith('no partition of relation');
 }
 
-/** Postgres refused the data itself (SQLSTATE class 22, or 23 other than a unique violation). */
 /** SQLSTATE of a unique violation. */
 const UNIQUE_VIOLATION = '23505';
 
+/** Postgres refused the data itself (SQLSTATE class 22, or 23 other than a unique violation). */
 function isDataError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' && (code.startsWith('22') || (code.startsWith('23') && code !== UNIQUE_VIOLATION));
