@@ -322,6 +322,15 @@ export class AuditStore {
       return e as AuditEvent;
     });
   }
+
+  /**
+   * Waits for the statistics check a write may have started in the background (an `ANALYZE` of
+   * `audit_event_ids` as it grows), so that the pool can be ended after it. The store takes
+   * nothing else to close and stays usable.
+   */
+  async close(): Promise<void> {
+    await this.statistics?.settled();
+  }
 }
 
 /** An event for the dead-letter table; `refused`: it was valid, but Postgres would not store it. */

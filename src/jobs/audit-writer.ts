@@ -1,4 +1,4 @@
-import { type ConnectionOptions, DelayedError, type Job, Worker } from 'bullmq';
+import { type ConnectionOptions, DelayedError, type Job, type Processor, Worker, type WorkerOptions } from 'bullmq';
 import type pg from 'pg';
 import { AuditStore } from '../audit/audit-store.js';
 import {
@@ -75,7 +75,8 @@ export function createAuditWriter(options: AuditWriterOptions): Worker {
     ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements }),
     ...(options.logger ? { logger: options.logger } : {}),
   });
-  const worker = new Worker(
+  const worker = new AuditWriterWorker(
+    store,
     options.queueName ?? DEFAULT_AUDIT_QUEUE,
     async (job, token) => {
       if (job.name !== AUDIT_JOB_NAME) return { skipped: true };
@@ -119,6 +120,23 @@ export function createAuditWriter(options: AuditWriterOptions): Worker {
   }
   worker.on('error', (err) => options.logger?.error({ err: errorLabel(err) }, 'audit writer error'));
   return worker;
+}
+
+/** The audit writer's worker: closing it also waits for its store's background statistics check (see `AuditStore.close`). */
+class AuditWriterWorker extends Worker {
+  constructor(
+    private readonly store: AuditStore,
+    name: string,
+    processor: Processor,
+    opts: WorkerOptions,
+  ) {
+    super(name, processor, opts);
+  }
+
+  override async close(force = false): Promise<void> {
+    await super.close(force);
+    await this.store.close();
+  }
 }
 
 /** Transient retries so far: starts that used no attempt (a delayed retry skips the attempt). */
