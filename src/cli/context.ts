@@ -47,6 +47,8 @@ export class CliContext {
   private poolP: Promise<pg.Pool> | undefined;
   private redisP: Promise<RedisConnection> | undefined;
   private readonly queues: Queue[] = [];
+  /** Audit stores made for commands, closed (their background statistics checks awaited) before the pool ends. */
+  private readonly stores: AuditStore[] = [];
 
   constructor(
     readonly config: CliConfig,
@@ -101,9 +103,11 @@ export class CliContext {
     const { AuditStore } = await import('../audit/audit-store.js');
     const { auditPolicyFor } = await import('../config/audit-policy.js');
     // The keyring's ref keys: what the store writes (operator events) matches the workers' refs.
-    return new AuditStore(await this.pool(), this.schema, auditPolicyFor(this.config.keyring), {
+    const store = new AuditStore(await this.pool(), this.schema, auditPolicyFor(this.config.keyring), {
       preparedStatements: this.config.preparedStatements,
     });
+    this.stores.push(store);
+    return store;
   }
 
   /**
@@ -134,6 +138,7 @@ export class CliContext {
     await Promise.allSettled(this.queues.map((q) => q.close()));
     const redis = await this.redisP?.catch(() => undefined);
     await redis?.close().catch(() => {});
+    await Promise.allSettled(this.stores.map((s) => s.close()));
     const pool = await this.poolP?.catch(() => undefined);
     await pool?.end().catch(() => {});
   }
