@@ -325,7 +325,7 @@ const pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
 const ledger = new PostgresLedger({ pool, schema });
 let writer: ChildProcess | undefined;
 try {
-  log('redaction (own process)...');
+  if (!PIPELINE_ONLY) log('redaction (own process)...');
   const redaction = PIPELINE_ONLY ? Number.NaN : redactionPerSecond();
   log(`pipeline: ${PIPELINE_BURSTS} bursts of ${PIPELINE_EVENTS} events...`);
   writer = await startWriterProcess();
