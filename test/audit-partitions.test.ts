@@ -151,7 +151,7 @@ describe('one stored row per event id on a partitioned table', () => {
       for (let i = 0; ; i++) {
         const waiting = await t.query('select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid))', [aPid]);
         if (waiting.rows.length > 0) break;
-        if (i > 500) throw new Error('writer B never waited for the id');
+        if (i > 3_000) throw new Error('writer B never waited for the id');
         await new Promise((r) => setTimeout(r, 10));
       }
       await a.query('commit');
