@@ -28,6 +28,7 @@ import { defineKeyring, defineOperation, migrate, PostgresLedger, withIdempotenc
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
 import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
+import { walPosition, walSince } from './lib/pg-wal.js';
 import { cpuSnapshot, cpuSplit } from './lib/proc-cpu.js';
 import { median } from './lib/stats.js';
 import { printTable } from './lib/table.js';
@@ -94,9 +95,6 @@ function toolEvent(i: number): AuditEvent {
     },
   };
 }
-
-const walLsn = async (pool: pg.Pool): Promise<string> =>
-  (await pool.query('select pg_current_wal_lsn() as l')).rows[0].l as string;
 
 /** The operations process (`npm start`), as deployed: the writer runs beside the emitting worker. */
 async function startWriterProcess(): Promise<ChildProcess> {
@@ -191,7 +189,7 @@ async function pipeline(pool: pg.Pool): Promise<{
   try {
     const bursts: number[] = [];
     const cpuUs = { emitter: [] as number[], writer: [] as number[], postgres: [] as number[] };
-    const walBefore = await walLsn(pool);
+    const walBefore = await walPosition(pool);
     for (let b = 0; b < PIPELINE_BURSTS; b++) {
       const started = performance.now();
       const cpuBefore = cpuSnapshot();
@@ -212,9 +210,7 @@ async function pipeline(pool: pg.Pool): Promise<{
       }
     }
     const perSecond = median(bursts);
-    const walPerEvent =
-      Number((await pool.query('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1) as d', [walBefore])).rows[0].d) /
-      (PIPELINE_BURSTS * PIPELINE_EVENTS);
+    const walPerEvent = (await walSince(pool, walBefore)) / (PIPELINE_BURSTS * PIPELINE_EVENTS);
     const from = PIPELINE_BURSTS * PIPELINE_EVENTS;
     const paced = Math.min(20_000, Math.round(perSecond / 2) * 2);
     await emitAll(emitter, from, paced, perSecond / 2);

@@ -51,6 +51,7 @@ import { PrivatePostgres } from '../test/helpers/private-postgres.js';
 import { drive } from './lib/drive.js';
 import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
+import { walPosition, walSince } from './lib/pg-wal.js';
 import { median } from './lib/stats.js';
 import { printTable } from './lib/table.js';
 
@@ -229,10 +230,6 @@ async function updates(db: pg.Pool): Promise<{ all: number; hot: number }> {
   return { all: Number(res.rows[0]?.all ?? 0), hot: Number(res.rows[0]?.hot ?? 0) };
 }
 
-const lsn = async (db: pg.Pool) => (await db.query('select pg_current_wal_lsn()::text as l')).rows[0].l as string;
-const walSince = async (db: pg.Pool, from: string) =>
-  Number((await db.query('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1) as b', [from])).rows[0].b);
-
 type SizeResult = {
   rows: number;
   pairs: number[];
@@ -258,7 +255,7 @@ async function measure(db: pg.Pool, ledger: PostgresLedger, size: number): Promi
   const updatesBefore = await updates(db);
   for (let r = 0; r < ROUNDS; r++) {
     const batch = `s${size}-r${r}`;
-    const before = await lsn(db);
+    const before = await walPosition(db);
     pairs.push(await drive(PAIRS, CONCURRENCY, (i) => fresh(ledger, item(batch, i))));
     wal.push((await walSince(db, before)) / PAIRS);
     replays.push(await drive(PAIRS, CONCURRENCY, (i) => replay(ledger, item(batch, i))));

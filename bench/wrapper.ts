@@ -63,6 +63,7 @@ import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { defineKeyring } from '../src/sealing/keyring.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { jsonLine } from './lib/json-line.js';
+import { walPosition, walSince } from './lib/pg-wal.js';
 import { type CpuSplit, cpuSnapshot, cpuSplit, perThousand } from './lib/proc-cpu.js';
 import { alternatingRounds, rotated } from './lib/rounds.js';
 import { median, perRoundRatios, round2 } from './lib/stats.js';
@@ -313,10 +314,6 @@ async function postgresPids(admin: pg.Client): Promise<Set<number>> {
   return new Set(res.rows.map((r) => r.pid));
 }
 
-async function walLsn(admin: pg.Client): Promise<string> {
-  return (await admin.query<{ lsn: string }>('select pg_current_wal_lsn()::text as lsn')).rows[0]!.lsn;
-}
-
 async function redisCommands(redis: Redis): Promise<number> {
   const info = await redis.info('stats');
   return Number(/total_commands_processed:(\d+)/.exec(info)?.[1] ?? 0);
@@ -339,7 +336,7 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
     const processor = variant.processor(tag);
     effects = 0;
     const statements0 = pgStatements;
-    const wal0 = await walLsn(ctx.admin);
+    const wal0 = await walPosition(ctx.admin);
     const redis0 = await redisCommands(ctx.redis);
     const pids = await postgresPids(ctx.admin);
     const cpu0 = cpuSnapshot(pids);
@@ -348,9 +345,7 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
     const split = cpuSplit(cpu0, cpuSnapshot(pids));
     const cpu = split && perThousand(split, count);
     const redisPerJob = ((await redisCommands(ctx.redis)) - redis0 - 1) / count;
-    const wal = await ctx.admin.query<{ bytes: string }>('select pg_wal_lsn_diff(pg_current_wal_lsn(), $1) as bytes', [
-      wal0,
-    ]);
+    const walBytes = await walSince(ctx.admin, wal0);
 
     const expected = variant.expect === 'all' ? count : 0;
     if (effects !== expected) {
@@ -362,7 +357,7 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
       peakRssMb: peakRss / 2 ** 20,
       gcPerJobUs: (gcMs * 1000) / count,
       pgPerJob: (pgStatements - statements0) / count,
-      walBytesPerJob: Number(wal.rows[0]!.bytes) / count,
+      walBytesPerJob: walBytes / count,
       redisPerJob,
       cpu,
       vacuumCpu,
