@@ -483,7 +483,9 @@ describe('details allow-list', () => {
     expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
     expect(Object.hasOwn(value, '__proto__')).toBe(true);
     expect(value.polluted).toBeUndefined();
-    expect(JSON.parse(JSON.stringify(value))).toEqual(JSON.parse('{"__proto__":{"polluted":true},"_omitted":{"count":1}}'));
+    expect(JSON.parse(JSON.stringify(value))).toEqual(
+      JSON.parse('{"__proto__":{"polluted":true},"_omitted":{"count":1}}'),
+    );
   });
 });
 
