@@ -11,6 +11,15 @@
  *   into a bare two-column table before the effect and a flag set after it, batched by the
  *   library's own micro-batcher, committed synchronously; no fencing, leases, replay or result.
  *   `fresh / floor` says how close the ledger's fresh path is to that;
+ * - read floor: the least any Postgres-backed replay costs here: the floor's operations enqueued
+ *   again, each job's key read back (`select … where key = any($1)`) by the same micro-batcher,
+ *   the side effect not run. `replay / read floor` says how close the ledger's replay is to that,
+ *   and `read floor / raw` how close to raw BullMQ any replay that asks Postgres can come;
+ * - replay floor: the least a replay of this design costs: the library's own replay jobs (the key
+ *   made at intent, carried in the job), a processor that takes BullMQ's signal, each key's
+ *   stored result read by the same micro-batcher from the ledger the fresh run wrote and
+ *   returned as it is (sealed); no fingerprint, status, lease or audit. `replay / replay floor`
+ *   says how close the wrapper's replay is to its design's least;
  * - powertools: `makeIdempotent` with its Redis `CachePersistenceLayer` on the same Redis;
  * - powertools replay (informational, not in the JSON line): the same operations again;
  * - fresh: `withIdempotency`, every key new (claim, run, complete);
@@ -58,8 +67,10 @@ import { type Job, type Processor, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { migrate } from '../src/db/migrate.js';
+import { boundedKey } from '../src/keys/idempotency-key.js';
 import { MicroBatcher } from '../src/ledger/micro-batcher.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { ENVELOPE_FIELD, type JobEnvelope } from '../src/operation/envelope.js';
 import { defineKeyring } from '../src/sealing/keyring.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { jsonLine } from './lib/json-line.js';
@@ -93,8 +104,27 @@ type JobData = { id: string; n: number };
 type Result = { ok: true; id: string };
 
 type UnitName = 'raw' | 'naive' | 'floor' | 'powertools' | 'library';
-type VariantName = 'raw' | 'naive' | 'floor' | 'powertools' | 'powertools_replay' | 'fresh' | 'replay';
-const VARIANTS: VariantName[] = ['raw', 'naive', 'floor', 'powertools', 'powertools_replay', 'fresh', 'replay'];
+type VariantName =
+  | 'raw'
+  | 'naive'
+  | 'floor'
+  | 'read_floor'
+  | 'powertools'
+  | 'powertools_replay'
+  | 'fresh'
+  | 'replay'
+  | 'replay_floor';
+const VARIANTS: VariantName[] = [
+  'raw',
+  'naive',
+  'floor',
+  'read_floor',
+  'powertools',
+  'powertools_replay',
+  'fresh',
+  'replay',
+  'replay_floor',
+];
 
 /** One way of processing: how its jobs are enqueued and processed, and what it must do. */
 type Variant = {
@@ -400,9 +430,9 @@ async function checkLedger(ctx: Context, tag: string, count: number): Promise<vo
 const UNITS: Record<UnitName, VariantName[]> = {
   raw: ['raw'],
   naive: ['naive'],
-  floor: ['floor'],
+  floor: ['floor', 'read_floor'],
   powertools: ['powertools', 'powertools_replay'],
-  library: ['fresh', 'replay'],
+  library: ['fresh', 'replay', 'replay_floor'],
 };
 
 async function runUnit(
@@ -636,7 +666,26 @@ function buildVariants(
     'bench_floor_done',
     `update ${floorTable} t set done = true from unnest($1::text[]) k where t.key = k returning t.key`,
   );
+  // The read floor: a replay's least, the key read back with nothing else (no fingerprint, no result).
+  const floorRead = floorBatch(
+    'bench_floor_read',
+    `select key from ${floorTable} where key = any($1::text[]) and done`,
+  );
 
+  // The replay floor: the stored result of the key the job carries, read with nothing else.
+  const storedResult = new MicroBatcher<{ key: string }, unknown>(
+    async (reqs) => {
+      const keys = reqs.map((r) => r.key).sort();
+      const res = await naivePool.query({
+        name: 'bench_replay_floor',
+        text: `select key, result from ${ledger.schema}.idempotency_ledger where key = any($1::text[])`,
+        values: [keys],
+      });
+      return new Map(res.rows.map((row: { key: string; result: unknown }) => [row.key, row.result]));
+    },
+    200,
+    4,
+  );
   const variants: Record<VariantName, Variant> = {
     raw: {
       name: 'raw',
@@ -682,10 +731,34 @@ function buildVariants(
       },
       idOf: plainId,
     },
+    read_floor: {
+      name: 'read_floor',
+      unit: 'floor',
+      expect: 'none',
+      enqueue: plainEnqueue,
+      processor: (tag) => async (job: Job) => {
+        const data = job.data as JobData;
+        const key = `${tag}:${data.id}`;
+        if (!(await floorRead.submit({ key }))) throw new Error(`read floor: ${key} has no finished row`);
+        return { ok: true, id: data.id } satisfies Result;
+      },
+      idOf: plainId,
+    },
     powertools: powertools('powertools'),
     powertools_replay: powertools('powertools_replay'),
     fresh: library('fresh'),
     replay: library('replay'),
+    replay_floor: {
+      ...library('replay'),
+      name: 'replay_floor',
+      // Three parameters, as the wrapper declares: BullMQ makes the job's AbortSignal for it.
+      processor: () => async (job: Job, _token?: string, _signal?: AbortSignal) => {
+        const key = boundedKey((job.data as JobEnvelope)[ENVELOPE_FIELD].key);
+        const result = await storedResult.submit({ key });
+        if (result === undefined || result === null) throw new Error(`replay floor: ${key} has no result`);
+        return result;
+      },
+    },
   };
   return {
     variants,
@@ -702,10 +775,12 @@ const LABELS: Record<VariantName, string> = {
   raw: 'raw BullMQ',
   naive: 'naive ledger',
   floor: 'write floor',
+  read_floor: 'read floor',
   powertools: 'Powertools (Redis)',
   powertools_replay: 'Powertools replay',
   fresh: 'withIdempotency fresh',
   replay: 'withIdempotency replay',
+  replay_floor: 'replay floor',
 };
 
 type Results = Map<VariantName, Measurement[]>;
@@ -731,6 +806,8 @@ function report(results: Results): void {
   for (const v of present) if (v !== 'raw') ratioRow(`${v} / raw`, v, 'raw');
   ratioRow('fresh / powertools', 'fresh', 'powertools');
   ratioRow('fresh / floor', 'fresh', 'floor');
+  ratioRow('replay / read floor', 'replay', 'read_floor');
+  ratioRow('replay / replay floor', 'replay', 'replay_floor');
   ratioRow('replay / powertools_replay', 'replay', 'powertools_replay');
   console.log(
     `\nThroughput: ${JOBS} jobs per drain, concurrency ${CONCURRENCY} (ratio median = median of per-round ratios)`,
@@ -813,6 +890,12 @@ function summary(results: Results): Record<string, unknown> {
     fresh_vs_powertools: ratio('fresh', 'powertools'),
     floor_per_s: perSec('floor'),
     fresh_vs_floor: ratio('fresh', 'floor'),
+    read_floor_per_s: perSec('read_floor'),
+    read_floor_vs_raw: ratio('read_floor', 'raw'),
+    replay_vs_read_floor: ratio('replay', 'read_floor'),
+    replay_floor_per_s: perSec('replay_floor'),
+    replay_floor_vs_raw: ratio('replay_floor', 'raw'),
+    replay_vs_replay_floor: ratio('replay', 'replay_floor'),
     peak_rss_mb: peak,
     vacuum_cpu_ms_per_job: vacuum,
   };
