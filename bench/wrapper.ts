@@ -15,6 +15,11 @@
  *   again, each job's key read back (`select … where key = any($1)`) by the same micro-batcher,
  *   the side effect not run. `replay / read floor` says how close the ledger's replay is to that,
  *   and `read floor / raw` how close to raw BullMQ any replay that asks Postgres can come;
+ * - fresh floor: the least a fresh job of this design costs: the write floor with what the design
+ *   carries and keeps: the library's own jobs (key carried in the job), a processor taking
+ *   BullMQ's signal, the key inserted before the effect and the result sealed (as the wrapper
+ *   seals it) and stored after it, the sealed result returned; no fingerprint, fencing, lease,
+ *   record of transitions or audit. `fresh / fresh floor` says how close the wrapper is to it;
  * - replay floor: the least a replay of this design costs: the library's own replay jobs (the key
  *   made at intent, carried in the job), a processor that takes BullMQ's signal, each key's
  *   stored result read by the same micro-batcher from the ledger the fresh run wrote and
@@ -72,6 +77,7 @@ import { MicroBatcher } from '../src/ledger/micro-batcher.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { ENVELOPE_FIELD, type JobEnvelope } from '../src/operation/envelope.js';
 import { defineKeyring } from '../src/sealing/keyring.js';
+import { sealResult } from '../src/sealing/sealed-result.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { jsonLine } from './lib/json-line.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
@@ -109,6 +115,7 @@ type VariantName =
   | 'naive'
   | 'floor'
   | 'read_floor'
+  | 'fresh_floor'
   | 'powertools'
   | 'powertools_replay'
   | 'fresh'
@@ -119,6 +126,7 @@ const VARIANTS: VariantName[] = [
   'naive',
   'floor',
   'read_floor',
+  'fresh_floor',
   'powertools',
   'powertools_replay',
   'fresh',
@@ -430,7 +438,7 @@ async function checkLedger(ctx: Context, tag: string, count: number): Promise<vo
 const UNITS: Record<UnitName, VariantName[]> = {
   raw: ['raw'],
   naive: ['naive'],
-  floor: ['floor', 'read_floor'],
+  floor: ['floor', 'read_floor', 'fresh_floor'],
   powertools: ['powertools', 'powertools_replay'],
   library: ['fresh', 'replay', 'replay_floor'],
 };
@@ -586,6 +594,7 @@ function buildVariants(
   naivePool: pg.Pool,
   naiveTable: string,
   floorTable: string,
+  freshFloorTable: string,
   runId: string,
 ) {
   const plainEnqueue = async (queue: Queue, items: JobData[]) => {
@@ -672,6 +681,25 @@ function buildVariants(
     `select key from ${floorTable} where key = any($1::text[]) and done`,
   );
 
+  // The fresh floor: the job's key inserted before the effect, its sealed result stored after it.
+  const freshFloorClaim = floorBatch(
+    'bench_fresh_floor_claim',
+    `insert into ${freshFloorTable} (key) select k from unnest($1::text[]) k order by k on conflict do nothing returning key`,
+  );
+  const freshFloorDone = new MicroBatcher<{ key: string; result: string }, true>(
+    async (reqs) => {
+      const sorted = [...reqs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      const res = await naivePool.query({
+        name: 'bench_fresh_floor_done',
+        text: `update ${freshFloorTable} t set result = u.r::jsonb from unnest($1::text[], $2::text[]) u(k, r)
+          where t.key = u.k returning t.key`,
+        values: [sorted.map((r) => r.key), sorted.map((r) => r.result)],
+      });
+      return new Map(res.rows.map((row: { key: string }) => [row.key, true as const]));
+    },
+    200,
+    4,
+  );
   // The replay floor: the stored result of the key the job carries, read with nothing else.
   const storedResult = new MicroBatcher<{ key: string }, unknown>(
     async (reqs) => {
@@ -744,6 +772,21 @@ function buildVariants(
       },
       idOf: plainId,
     },
+    fresh_floor: {
+      ...library('fresh'),
+      name: 'fresh_floor',
+      unit: 'floor',
+      writes: [freshFloorTable],
+      processor: () => async (job: Job, _token?: string, _signal?: AbortSignal) => {
+        const data = job.data as JobEnvelope;
+        const key = boundedKey(data[ENVELOPE_FIELD].key);
+        if (!(await freshFloorClaim.submit({ key }))) throw new Error(`fresh floor: ${key} was claimed twice`);
+        const sealed = sealResult(effect(data.input as JobData), [], BENCH_KEYRING);
+        if (!(await freshFloorDone.submit({ key, result: JSON.stringify(sealed) })))
+          throw new Error(`fresh floor: ${key} lost its row`);
+        return sealed;
+      },
+    },
     powertools: powertools('powertools'),
     powertools_replay: powertools('powertools_replay'),
     fresh: library('fresh'),
@@ -776,6 +819,7 @@ const LABELS: Record<VariantName, string> = {
   naive: 'naive ledger',
   floor: 'write floor',
   read_floor: 'read floor',
+  fresh_floor: 'fresh floor',
   powertools: 'Powertools (Redis)',
   powertools_replay: 'Powertools replay',
   fresh: 'withIdempotency fresh',
@@ -806,6 +850,7 @@ function report(results: Results): void {
   for (const v of present) if (v !== 'raw') ratioRow(`${v} / raw`, v, 'raw');
   ratioRow('fresh / powertools', 'fresh', 'powertools');
   ratioRow('fresh / floor', 'fresh', 'floor');
+  ratioRow('fresh / fresh floor', 'fresh', 'fresh_floor');
   ratioRow('replay / read floor', 'replay', 'read_floor');
   ratioRow('replay / replay floor', 'replay', 'replay_floor');
   ratioRow('replay / powertools_replay', 'replay', 'powertools_replay');
@@ -890,6 +935,9 @@ function summary(results: Results): Record<string, unknown> {
     fresh_vs_powertools: ratio('fresh', 'powertools'),
     floor_per_s: perSec('floor'),
     fresh_vs_floor: ratio('fresh', 'floor'),
+    fresh_floor_per_s: perSec('fresh_floor'),
+    fresh_floor_vs_floor: ratio('fresh_floor', 'floor'),
+    fresh_vs_fresh_floor: ratio('fresh', 'fresh_floor'),
     read_floor_per_s: perSec('read_floor'),
     read_floor_vs_raw: ratio('read_floor', 'raw'),
     replay_vs_read_floor: ratio('replay', 'read_floor'),
@@ -930,7 +978,9 @@ async function main(): Promise<void> {
     naivePool = new pg.Pool({ connectionString: databaseUrl, max: POOL_SIZE });
     countStatements(ledger.pool);
     countStatements(naivePool);
-    const built = buildVariants(ledger, naivePool, naiveTable, floorTable, runId);
+    const freshFloorTable = `${schema}.fresh_floor_ledger`;
+    await admin.query(`create table ${freshFloorTable} (key text primary key, result jsonb)`);
+    const built = buildVariants(ledger, naivePool, naiveTable, floorTable, freshFloorTable, runId);
     closePowertools = built.closePowertools;
     await built.connectPowertools();
     const adminPid = (await admin.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
