@@ -1,7 +1,8 @@
 /**
  * `npm run bench:scale`: what the ledger costs as it fills. At each size (completed rows already
  * in `idempotency_ledger`, default 0, 1 M and 10 M) it measures, through the real ledger
- * (PostgresLedger, named prepared statements, micro-batching, pool of 10, 50 operations in flight):
+ * (PostgresLedger, named prepared statements, micro-batching, pool of 10, 50 operations in flight;
+ * each claim with an owner, a job id and a queue, as a worker's):
  * - pairs/s: claim + complete of new keys (the first attempt of a job);
  * - replay/s: claims of those keys again (served from the ledger);
  * - sweep/s: expired rows the sweeper (sweepLedger) deletes per second while a claim load runs
@@ -39,7 +40,7 @@
 
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { migrate } from '../src/db/migrate.js';
@@ -47,6 +48,7 @@ import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { sweepLedger } from '../src/jobs/ledger-sweeper.js';
 import type { IdempotencyKey } from '../src/keys/idempotency-key.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { jobIdFor } from '../src/producer/enqueue.js';
 import { PrivatePostgres } from '../test/helpers/private-postgres.js';
 import { drive } from './lib/drive.js';
 import { jsonLine } from './lib/json-line.js';
@@ -107,6 +109,10 @@ function item(batch: string, i: number): Item {
   };
 }
 
+/** What a worker's claim carries besides the key, as withIdempotency's do: owner, job id, queue. */
+const OWNER = `${hostname()}:${process.pid}`;
+const QUEUE = 'bench-scale';
+
 const claimOf = (it: Item) => ({
   key: it.key,
   operation: OPERATION,
@@ -114,6 +120,9 @@ const claimOf = (it: Item) => ({
   leaseMs: LEASE_MS,
   retentionMs: DAY_MS,
   downstream: 'idempotent' as const,
+  owner: OWNER,
+  jobId: jobIdFor(it.key),
+  queue: QUEUE,
 });
 
 async function fresh(ledger: PostgresLedger, it: Item): Promise<void> {
