@@ -441,6 +441,35 @@ describe('stored fingerprints', () => {
   });
 });
 
+describe('job id and queue of a completed row', () => {
+  it('are cleared from the columns by the completion and read back from the claim in the record', async () => {
+    const key = newKey();
+    const c = await ledger.claim(claimOf(key, { jobId: 'idem_job-1', queue: 'charges', owner: 'w1' }));
+    if (c.kind !== 'acquired') throw new Error(c.kind);
+    // While the key is held, the columns name the job (the stale-lock redrive reads them).
+    expect(await row(key)).toMatchObject({ job_id: 'idem_job-1', queue: 'charges' });
+    await ledger.complete(key, c.epoch, { ok: true });
+    expect(await row(key)).toMatchObject({ job_id: null, queue: null });
+    expect(await ledger.get(key)).toMatchObject({ jobId: 'idem_job-1', queue: 'charges', status: 'completed' });
+    // Invalidated, then claimed by another job: the record names the newest claim's job.
+    await ledger.invalidate(key, { actorId: 'ops', reason: 'test' });
+    const again = await ledger.claim(claimOf(key, { jobId: 'idem_job-2', queue: 'refunds' }));
+    if (again.kind !== 'acquired') throw new Error(again.kind);
+    await ledger.complete(key, again.epoch, { ok: 2 });
+    expect(await ledger.get(key)).toMatchObject({ jobId: 'idem_job-2', queue: 'refunds', epoch: again.epoch });
+  });
+
+  it('a row completed with no record of transitions before (written before the record) keeps its columns', async () => {
+    const key = newKey();
+    const c = await ledger.claim(claimOf(key, { jobId: 'idem_old', queue: 'legacy' }));
+    if (c.kind !== 'acquired') throw new Error(c.kind);
+    await t.query(`update ${t.schema}.idempotency_ledger set transitions = null where key = $1`, [boundedKey(key)]);
+    await ledger.complete(key, c.epoch, { ok: true });
+    expect(await row(key)).toMatchObject({ job_id: 'idem_old', queue: 'legacy' });
+    expect(await ledger.get(key)).toMatchObject({ jobId: 'idem_old', queue: 'legacy' });
+  });
+});
+
 describe('database times', () => {
   it("a fresh claim's and a completion's times are the row's, to the millisecond, as the audit backfill reads them", async () => {
     const keys = Array.from({ length: 20 }, () => newKey());

@@ -718,7 +718,8 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
 /**
  * Maps a raw `idempotency_ledger` row (snake_case) to a record. What the row leaves out (migration
  * 0008) is derived: the key's parts from the key when it is not hashed; the last transition, the
- * current epoch's claim and its time, and the creation time from the record of transitions; the
+ * current epoch's claim and its time, the creation time, and a completed row's job id and queue
+ * from the record of transitions; the
  * completion time and the expiry from the last transition's time (and the retention). The
  * columns still hold them for rows written before.
  */
@@ -746,8 +747,9 @@ export function toRecord(row: Row): LedgerRecord {
     error: nullable<RecordedError>(row.error),
     retryable: nullable<boolean>(row.retryable),
     lastTransition: (nullable<Transition>(row.last_transition) ?? transitions?.at(-1)?.transition) as Transition,
-    jobId: nullable<string>(row.job_id),
-    queue: nullable<string>(row.queue),
+    // A completion clears them: the current claim's entry in the record holds them.
+    jobId: nullable<string>(row.job_id) ?? lastClaim?.jobId ?? null,
+    queue: nullable<string>(row.queue) ?? lastClaim?.queue ?? null,
     taskId: nullable<string>(row.task_id),
     stepId: nullable<string>(row.step_id),
     createdAt: nullable<Date>(row.created_at) ?? (transitions?.[0]?.at as Date),

@@ -217,11 +217,15 @@ where ${fenced} returning lease_expires_at, ${now(4)} as at`,
 
     /**
      * Completion of one key or a batch of distinct keys, each fenced by its epoch; returns each
-     * completed key and the database time in whole milliseconds.
+     * completed key and the database time in whole milliseconds. The job id and queue columns
+     * are cleared: the claim's entry in the record of transitions holds them (`j`, `q`), and a
+     * completed row is kept for its retention, so they would be stored twice for as long (a
+     * row from before the record keeps them).
      * Params: 1 keys, 2 epochs, 3 results (json text); 4 clock offset.
      */
     complete: `update ${table} t set status = 'completed', result = u.result::jsonb, error = null, retryable = null,
   lease_owner = null, lease_expires_at = null, last_transition = null,
+  job_id = case when t.transitions is null then t.job_id end, queue = case when t.transitions is null then t.queue end,
   completed_at = null, expires_at = null, updated_at = ${now(4)},
   transitions = ${append('t.transitions', code('completed'), 't.epoch', now(4))}
 from unnest($1::text[], $2::int4[], $3::text[]) as u(key, epoch, result)
