@@ -719,9 +719,8 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
  * Maps a raw `idempotency_ledger` row (snake_case) to a record. What the row leaves out (migration
  * 0008) is derived: the key's parts from the key when it is not hashed; the last transition, the
  * current epoch's claim and its time, the creation time, and a completed row's job id and queue
- * from the record of transitions; the
- * completion time and the expiry from the last transition's time (and the retention). The
- * columns still hold them for rows written before.
+ * from the record of transitions; the completion time and the expiry from the last transition's
+ * time (and the retention). The columns still hold them for rows written before.
  */
 export function toRecord(row: Row): LedgerRecord {
   const key = row.key as string;
