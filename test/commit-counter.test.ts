@@ -279,6 +279,33 @@ describe('commit-counting server', () => {
     expect(ds.commits).toBe(2);
   });
 
+  it('30 requests held at once: each answered, and no listener warning from the server', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      let open!: () => void;
+      const opened = new Promise<void>((r) => {
+        open = r;
+      });
+      let held = 0;
+      ds.hold = () => {
+        held++;
+        return opened;
+      };
+      const posts = Array.from({ length: 30 }, (_, n) => postEffect(ds.url, { n }));
+      await vi.waitFor(() => expect(held).toBe(30));
+      open();
+      expect((await Promise.all(posts)).map((r) => r.status)).toEqual(Array(30).fill(201));
+      // A process warning is emitted on a later turn of the event loop.
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+      expect(ds.commits).toBe(30);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('close() resolves with a request still held, and releases the port', async () => {
     const { port, url } = ds;
     const gate = ds.holdNext();

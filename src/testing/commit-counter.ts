@@ -12,6 +12,7 @@
  * Over HTTP: `GET /effects[?key=K]` lists the commits, `POST /control` sets faults and the delay
  * (what a server in another process is driven by; see spawn.ts and cli.ts).
  */
+import { setMaxListeners } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -74,7 +75,9 @@ export class CommitCountingServer {
   hold: Hold | undefined;
 
   readonly #server: Server;
-  readonly #closing = new AbortController();
+  // Every request held by a delay, a gate or a hold listens on it until it goes on: as many
+  // listeners as requests in flight, which is no leak (Node warns past 10 by default).
+  readonly #closing = unlimitedListeners(new AbortController());
   #closed: Promise<void> | undefined;
   #effects: Effect[] = [];
   #requests = 0;
@@ -286,13 +289,18 @@ export class CommitCountingServer {
     return json(res, 200, { ok: true, commits: this.commits, requests: this.requests });
   }
 
+  /** `p`, or less when the server closes; the close listener goes once `p` settles. */
   private untilClosed(p: Promise<unknown>): Promise<unknown> {
     const signal = this.#closing.signal;
     if (signal.aborted) return Promise.resolve();
-    return Promise.race([
-      p.catch(() => {}),
-      new Promise<void>((r) => signal.addEventListener('abort', () => r(), { once: true })),
-    ]);
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      signal.addEventListener('abort', done, { once: true });
+      p.then(done, done);
+    });
   }
 }
 
@@ -325,4 +333,9 @@ function matcher(match: EffectMatch | undefined): (effect: Effect) => boolean {
       ([k, v]) => Object.hasOwn(body, k) && canonicalJson((body as Record<string, unknown>)[k]) === v,
     );
   };
+}
+
+function unlimitedListeners(controller: AbortController): AbortController {
+  setMaxListeners(0, controller.signal);
+  return controller;
 }
