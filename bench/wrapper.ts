@@ -657,15 +657,29 @@ function buildVariants(
   // two-column table; after it, one boolean set; both coalesced into multi-row statements by the
   // library's micro-batcher (so batched exactly as the ledger is), committed synchronously. No
   // fingerprint, lease, epoch, replay or result: a floor for the fresh path, not a ledger.
-  const floorBatch = (name: string, text: string) =>
-    new MicroBatcher<{ key: string }, true>(
+  // One floor statement per batch, its requests in key order: `values` gives its parameters,
+  // `answer` each returned row's answer (by the row's key).
+  const batched = <Req extends { key: string }, A>(
+    name: string,
+    text: string,
+    values: (sorted: Req[]) => unknown[],
+    answer: (row: Record<string, unknown>) => A,
+  ) =>
+    new MicroBatcher<Req, A>(
       async (reqs) => {
-        const keys = reqs.map((r) => r.key).sort();
-        const res = await naivePool.query({ name, text, values: [keys] });
-        return new Map(res.rows.map((row: { key: string }) => [row.key, true as const]));
+        const sorted = [...reqs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+        const res = await naivePool.query({ name, text, values: values(sorted) });
+        return new Map(res.rows.map((row: Record<string, unknown>) => [row.key as string, answer(row)]));
       },
       200,
       4,
+    );
+  const floorBatch = (name: string, text: string) =>
+    batched<{ key: string }, true>(
+      name,
+      text,
+      (sorted) => [sorted.map((r) => r.key)],
+      () => true,
     );
   const floorClaim = floorBatch(
     'bench_floor_claim',
@@ -686,33 +700,19 @@ function buildVariants(
     'bench_fresh_floor_claim',
     `insert into ${freshFloorTable} (key) select k from unnest($1::text[]) k order by k on conflict do nothing returning key`,
   );
-  const freshFloorDone = new MicroBatcher<{ key: string; result: string }, true>(
-    async (reqs) => {
-      const sorted = [...reqs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-      const res = await naivePool.query({
-        name: 'bench_fresh_floor_done',
-        text: `update ${freshFloorTable} t set result = u.r::jsonb from unnest($1::text[], $2::text[]) u(k, r)
-          where t.key = u.k returning t.key`,
-        values: [sorted.map((r) => r.key), sorted.map((r) => r.result)],
-      });
-      return new Map(res.rows.map((row: { key: string }) => [row.key, true as const]));
-    },
-    200,
-    4,
+  const freshFloorDone = batched<{ key: string; result: string }, true>(
+    'bench_fresh_floor_done',
+    `update ${freshFloorTable} t set result = u.r::jsonb from unnest($1::text[], $2::text[]) u(k, r)
+      where t.key = u.k returning t.key`,
+    (sorted) => [sorted.map((r) => r.key), sorted.map((r) => r.result)],
+    () => true,
   );
   // The replay floor: the stored result of the key the job carries, read with nothing else.
-  const storedResult = new MicroBatcher<{ key: string }, unknown>(
-    async (reqs) => {
-      const keys = reqs.map((r) => r.key).sort();
-      const res = await naivePool.query({
-        name: 'bench_replay_floor',
-        text: `select key, result from ${ledger.schema}.idempotency_ledger where key = any($1::text[])`,
-        values: [keys],
-      });
-      return new Map(res.rows.map((row: { key: string; result: unknown }) => [row.key, row.result]));
-    },
-    200,
-    4,
+  const storedResult = batched<{ key: string }, unknown>(
+    'bench_replay_floor',
+    `select key, result from ${ledger.schema}.idempotency_ledger where key = any($1::text[])`,
+    (sorted) => [sorted.map((r) => r.key)],
+    (row) => row.result,
   );
   const variants: Record<VariantName, Variant> = {
     raw: {
