@@ -37,7 +37,7 @@ export function resolveJob(op: Operation, job: Job, keyring: Keyring): ResolvedJ
       ]);
     }
     input = op.parseInput(openInput(op, envelope.input, keyring));
-    key = meta.key;
+    key = ownKey(op, meta.key, input);
     taskId = meta.taskId;
   } else {
     input = op.parseInput(openInput(op, data, keyring));
@@ -50,6 +50,24 @@ export function resolveJob(op: Operation, job: Job, keyring: Keyring): ResolvedJ
   const occurrence = schedulerOccurrence(job);
   if (occurrence) key = parseIdempotencyKey({ ...key, resourceKey: `${key.resourceKey}@${occurrence}` });
   return { input, key, taskId };
+}
+
+/**
+ * The key an envelope carries, when it is a key of this operation: its namespace the one the
+ * operation gives this input, its version the operation's. A job naming operation X but carrying
+ * Y's key would otherwise claim and complete Y's key (and Y's own first job would then meet a
+ * conflict): refused as invalid input, before any claim.
+ */
+function ownKey(op: Operation, carried: IdempotencyKey, input: unknown): IdempotencyKey {
+  const own = op.keyFor(input, carried.resourceKey);
+  const issues = (['namespace', 'version'] as const)
+    .filter((part) => carried[part] !== own[part])
+    .map((part) => ({
+      path: `${ENVELOPE_FIELD}.key.${part}`,
+      message: `is not the ${part} of operation ${op.name}'s keys`,
+    }));
+  if (issues.length > 0) throw new InvalidInputError(`job data of ${op.name}`, issues);
+  return carried;
 }
 
 /** `repeat:<schedulerId>:<millis>` → millis, for job-scheduler occurrences. */
