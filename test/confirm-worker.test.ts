@@ -12,7 +12,7 @@ import { eventsForRecord } from '../src/audit/derive.js';
 import { renderTimeline, timeline } from '../src/audit/timeline.js';
 import { answerConfirmation } from '../src/confirm/answer.js';
 import { ConfirmationStore } from '../src/confirm/confirmation-store.js';
-import { PARKED_FIELD } from '../src/confirm/parked-job.js';
+import { MIN_RECHECK_MS, PARKED_FIELD } from '../src/confirm/parked-job.js';
 import type { Confirmation } from '../src/confirm/types.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { unseal } from '../src/sealing/sealed-result.js';
@@ -429,12 +429,34 @@ describe('ctx.confirm() across worker processes', () => {
     const c = await pendingRequest(order);
     const job = await parked(jobId, order);
     expect(quotes(order)).toBe(1);
-    expect(job.data[PARKED_FIELD]).toEqual({ id: c.id, recheckMs: 200 });
+    // recheckEvery 200 ms is clamped to the least interval a mark is read with (MIN_RECHECK_MS).
+    expect(job.data[PARKED_FIELD]).toEqual({ id: c.id, recheckMs: MIN_RECHECK_MS });
     await answerConfirmation({ pool, schema: t.schema, id: c.id, approve: true, actor: 'gina', queue: () => queue });
     const r = await settled(queue, jobId, 60_000);
     expect(r.state).toBe('completed');
     expect(charges(order)).toBe(1);
     expect(r.job.data[PARKED_FIELD]).toBeUndefined(); // the attempt that found the answer took its mark off
+  });
+
+  it('a forged mark whose re-check delay is negative or not a number parks the job, no hot loop', async () => {
+    const order = 'o-forged-mark';
+    const { jobId } = await confirmOperation.enqueue(queue, { order, amount: 300_000, recheckMs: 1000 });
+    await worker();
+    const c = await pendingRequest(order);
+    for (const recheckMs of [-5000, Number.NaN]) {
+      const job = await parked(jobId, order);
+      const before = job.attemptsStarted;
+      // Job data is writable by anyone who can add jobs: the mark is checked where it is read.
+      await job.updateData({ ...job.data, [PARKED_FIELD]: { id: c.id, recheckMs } });
+      await job.promote();
+      // A rate over a window: a delay read as it was written woke the job about 200 times a second.
+      await new Promise((r) => setTimeout(r, 1500));
+      const after = (await queue.getJob(jobId)) as Job;
+      expect(after.attemptsStarted - before, `recheckMs ${recheckMs}`).toBeLessThanOrEqual(3);
+    }
+    await answerConfirmation({ pool, schema: t.schema, id: c.id, approve: true, actor: 'gina', queue: () => queue });
+    expect((await settled(queue, jobId, 60_000)).state).toBe('completed');
+    expect(charges(order)).toBe(1);
   });
 
   it("an unanswered request times out: 'deny' becomes a recorded denial, 'fail' a terminal failure; both audited", async () => {

@@ -12,11 +12,9 @@ import type { Logger } from '../shared/logger.js';
 import type { ConfirmationStore } from './confirmation-store.js';
 import { ConfirmationTimeoutFailure } from './errors.js';
 import { type ConfirmationEventKind, decisionOf } from './events.js';
-import { parkJob } from './parked-job.js';
+import { DEFAULT_RECHECK_MS, MIN_RECHECK_MS, parkJob } from './parked-job.js';
 import type { Confirmation, ConfirmationDecision, ConfirmRequest } from './types.js';
 
-/** How long a parked job sleeps at most before it looks at its request again. */
-export const DEFAULT_RECHECK_MS = 60_000;
 const NAME = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?$/;
 
 /** What `ctx.confirm()` needs from the attempt that calls it. */
@@ -118,7 +116,10 @@ function checkRequest(
   let recheckMs: number;
   try {
     timeoutMs = toMs(req.timeout, 'timeout');
-    recheckMs = req.recheckEvery === undefined ? DEFAULT_RECHECK_MS : toMs(req.recheckEvery, 'recheckEvery');
+    recheckMs =
+      req.recheckEvery === undefined
+        ? DEFAULT_RECHECK_MS
+        : Math.max(MIN_RECHECK_MS, toMs(req.recheckEvery, 'recheckEvery'));
     const max = a.op.maxConfirmationTimeoutMs;
     if (max !== undefined && timeoutMs > max) {
       throw new IdempotencyConfigError(

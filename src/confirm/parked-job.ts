@@ -17,11 +17,26 @@ type Data = Record<string, unknown>;
 
 const isObject = (data: unknown): data is Data => typeof data === 'object' && data !== null && !Array.isArray(data);
 
-/** The mark of a parked job, or undefined (none, or not one this version wrote). */
-export function parkedMark(data: unknown): ParkedMark | undefined {
+/** How long a parked job sleeps at most before it looks at its request again. */
+export const DEFAULT_RECHECK_MS = 60_000;
+
+/**
+ * The least re-check interval a mark is read with. Job data is writable by anyone who can add a
+ * job, so the interval the mark carries is checked where it is read, not only where it was
+ * written: a negative or missing one woke a parked job about a hundred times a second.
+ */
+export const MIN_RECHECK_MS = 1000;
+
+/**
+ * The mark of a parked job, or undefined (none, or not one this version wrote). Its re-check
+ * interval is clamped to at least {@link MIN_RECHECK_MS} (as `recheckEvery` is when the mark is
+ * written); one that is not a finite number is read as `fallbackMs`.
+ */
+export function parkedMark(data: unknown, fallbackMs = DEFAULT_RECHECK_MS): ParkedMark | undefined {
   const m = isObject(data) ? data[PARKED_FIELD] : undefined;
   if (!isObject(m) || typeof m.id !== 'string' || typeof m.recheckMs !== 'number') return undefined;
-  return { id: m.id, recheckMs: m.recheckMs };
+  const recheckMs = Number.isFinite(m.recheckMs) ? Math.max(MIN_RECHECK_MS, m.recheckMs) : fallbackMs;
+  return { id: m.id, recheckMs };
 }
 
 /** Job data as it was enqueued: the mark, if any, left out. */

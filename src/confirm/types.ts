@@ -31,7 +31,8 @@ export type ConfirmRequest = {
   onTimeout: 'deny' | 'fail';
   /**
    * Longest time the parked job sleeps before it looks again (an answer wakes it earlier). A look
-   * that finds the request still pending reads it once and parks again, without a claim.
+   * that finds the request still pending reads it once and parks again, without a claim. At least
+   * one second: a shorter one is taken as `'1s'`.
    * @defaultValue `'1m'`
    */
   recheckEvery?: Duration;
