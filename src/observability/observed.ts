@@ -35,7 +35,9 @@ export function observedLedger(
   const view = Object.create(ledger) as PostgresLedger;
   view.claim = async (options) => {
     const info = {
-      operation: options.operation,
+      // The operation's declared name, also for a step's claim (whose ledger operation is
+      // `<name>#<step>`): step names are data (one per recipient, say), never a label.
+      operation,
       key: boundedKey(options.key),
       attemptsMade: 0,
       ...(options.queue ? { queue: options.queue } : {}),
