@@ -167,6 +167,8 @@ export function operationCore<S extends z.ZodType, R = unknown, const P extends 
       });
     }
   }
+  checkDeclaredFields(def.name, 'sensitiveInput', sensitiveInput, def.input, 'input');
+  if (def.result) checkDeclaredFields(def.name, 'publicResult', publicResult, def.result, 'result');
   return {
     name: def.name,
     publicResult: Object.freeze(publicResult),
@@ -200,4 +202,49 @@ export function operationCore<S extends z.ZodType, R = unknown, const P extends 
       return value as R;
     },
   };
+}
+
+/**
+ * The top-level fields of an object schema (through `.transform()`/`.pipe()`, `.optional()`,
+ * `.nullable()`, `.default()`, `.readonly()`), or undefined for a schema that is not an object.
+ */
+function topLevelFields(schema: z.ZodType): readonly string[] | undefined {
+  type Def = { type?: string; shape?: object; in?: unknown; innerType?: unknown };
+  const defOf = (s: unknown) => (s as { _zod?: { def?: Def } } | undefined)?._zod?.def;
+  let def = defOf(schema);
+  for (let depth = 0; def && depth < 8; depth++) {
+    if (def.type === 'object') return Object.keys(def.shape ?? {});
+    def = defOf(def.type === 'pipe' ? def.in : def.innerType);
+  }
+  return undefined;
+}
+
+/**
+ * A declared field list (`sensitiveInput`, `publicResult`) names top-level fields of its schema.
+ * A name that is no field (a typo, a nested path such as `card.number`) was silently ignored, and
+ * a field meant to be sealed travelled in clear: it is refused when the operation is defined.
+ */
+function checkDeclaredFields(
+  operation: string,
+  option: 'sensitiveInput' | 'publicResult',
+  names: readonly string[],
+  schema: z.ZodType,
+  what: 'input' | 'result',
+): void {
+  if (names.length === 0) return;
+  const fields = topLevelFields(schema);
+  if (!fields) {
+    throw new IdempotencyConfigError(
+      `Operation ${operation}: ${option} needs an object ${what} schema (z.object) whose fields it names`,
+      { option },
+    );
+  }
+  const unknown = names.filter((n) => !fields.includes(n));
+  if (unknown.length === 0) return;
+  const nested = unknown.some((n) => n.includes('.') || n.includes('['));
+  throw new IdempotencyConfigError(
+    `Operation ${operation}: ${option} names ${unknown.map((n) => `'${n}'`).join(', ')}, not a top-level field of the ${what} schema (its fields: ${fields.join(', ') || 'none'})` +
+      (nested ? '; nested paths are not supported: name the top-level field that holds the value' : ''),
+    { option, fields: unknown },
+  );
 }
