@@ -7,10 +7,17 @@
  * 3. a container started with testcontainers, when a container runtime (Docker, Podman) is there.
  *
  * When none of them works, {@link services} prints one paragraph saying what is needed and how to
- * provide it, and exits with status 1: a new user should read that, not a stack trace.
+ * provide it, and exits with status 1: a new user should read that, not a stack trace. A URL that
+ * is set is checked first, within {@link CONNECT_TIMEOUT_MS} (Redis: one second more): one that is
+ * wrong or unreachable is one `CODE: message` line and the CLI's exit code (3 a database or role
+ * that does not exist, refused credentials, a malformed URL; 4 refused, timed out, unresolvable).
  */
 import { connect } from 'node:net';
 import pg from 'pg';
+import { loadCliConfig } from '../src/config/env.js';
+import { describeFailure, formatFailure } from '../src/config/failure.js';
+import { CONNECT_TIMEOUT_MS, checkRedis, connectPostgres } from '../src/config/services.js';
+import { isIdempotencyError } from '../src/errors/idempotency-error.js';
 
 export type Services = {
   databaseUrl: string;
@@ -75,20 +82,41 @@ export class ServicesUnavailableError extends Error {
 
 /**
  * The services to use; on {@link ServicesUnavailableError} prints its paragraph to stderr and
- * exits with status 1 (no stack trace). Other errors, such as a container that fails to start,
- * are thrown as they are.
+ * exits with status 1 (no stack trace); on a set URL that fails its check, prints its
+ * `CODE: message` line and exits with its code (3 or 4). Other errors, such as a container that
+ * fails to start, are thrown as they are.
  */
 export async function services(options: ServicesOptions = {}): Promise<Services> {
   try {
     return await resolveServices(options);
   } catch (err) {
-    if (!(err instanceof ServicesUnavailableError)) throw err;
-    process.stderr.write(`\n${err.message}\n`);
-    process.exit(1);
+    if (err instanceof ServicesUnavailableError) {
+      process.stderr.write(`\n${err.message}\n`);
+      process.exit(1);
+    }
+    if (!isIdempotencyError(err)) throw err;
+    const failure = describeFailure(err, { schema: process.env.BQI_SCHEMA || 'public' });
+    process.stderr.write(formatFailure(failure));
+    process.exit(failure.exitCode);
   }
 }
 
-/** Like {@link services}, but throws {@link ServicesUnavailableError} instead of exiting. */
+/**
+ * Proves the URLs that are set work before anything uses them: BullMQ retries a Redis that never
+ * answers without end, and pg's own errors come with a stack. Throws the CLI's errors:
+ * `ConfigError` (a malformed URL, a database or role that does not exist, refused credentials)
+ * or `ServiceUnavailableError`.
+ */
+async function checkSetUrls(databaseUrl: string | undefined, redisUrl: string | undefined): Promise<void> {
+  loadCliConfig({
+    ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+    ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
+  });
+  if (databaseUrl) await (await connectPostgres(databaseUrl, { max: 1, timeoutMs: CONNECT_TIMEOUT_MS })).end();
+  if (redisUrl) await checkRedis(redisUrl, CONNECT_TIMEOUT_MS);
+}
+
+/** Like {@link services}, but throws ({@link ServicesUnavailableError}, or a set URL's check error) instead of exiting. */
 export async function resolveServices(options: ServicesOptions = {}): Promise<Services> {
   const timeoutMs = options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
   const stops: (() => Promise<unknown>)[] = [];
@@ -100,6 +128,7 @@ export async function resolveServices(options: ServicesOptions = {}): Promise<Se
   let databaseUrl = process.env.DATABASE_URL || undefined;
   let redisUrl = process.env.REDIS_URL || undefined;
   let maxConnections: number | undefined;
+  await checkSetUrls(databaseUrl, redisUrl);
 
   if (!databaseUrl) {
     const found = await firstPostgres(options.localPostgres ?? DEFAULT_LOCAL_POSTGRES, timeoutMs);

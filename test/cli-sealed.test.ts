@@ -183,7 +183,7 @@ describe('sealed values in the CLI', () => {
       cli(['inspect', paidKey, '--decrypt', '--reason', 'rotation check'], { BQI_KEYRING: otherKeyring }),
     ]);
     expect(noKeyring.code).toBe(3);
-    expect(noKeyring.stderr).toContain('BQI_CONFIG: BQI_KEYRING is required by --decrypt');
+    expect(noKeyring.stderr).toContain('IDEMPOTENCY_ENV_CONFIG: BQI_KEYRING is required by --decrypt');
     expect(noReason.code).toBe(2);
     expect(noReason.stderr).toContain('--decrypt needs --reason <text>');
     expect(reasonAlone.code).toBe(2);
@@ -222,11 +222,11 @@ describe('sealed values in the CLI', () => {
       cli(['stats'], { BQI_KEYRING: encoded }),
     ]);
     expect(tooWeak.code).toBe(3);
-    expect(tooWeak.stderr).toContain('BQI_CONFIG: BQI_KEYRING is not a usable keyring: keyring key k1 is too weak');
+    expect(tooWeak.stderr).toContain('IDEMPOTENCY_ENV_CONFIG: BQI_KEYRING is not a usable keyring: key k1 is too weak');
     expect(noId.code).toBe(3);
-    expect(noId.stderr).toContain('BQI_CONFIG: BQI_KEYRING entry 1 has no key id');
+    expect(noId.stderr).toContain('IDEMPOTENCY_ENV_CONFIG: BQI_KEYRING is not a usable keyring: entry 1 has no key id');
     expect(notPairs.code).toBe(3);
-    expect(notPairs.stderr).toContain('BQI_CONFIG: BQI_KEYRING is not a usable keyring');
+    expect(notPairs.stderr).toContain('IDEMPOTENCY_ENV_CONFIG: BQI_KEYRING is not a usable keyring');
     for (const r of [tooWeak, noId, notPairs]) {
       expect(r.stdout).toBe('');
       expect(plaintextFound(r.stderr, [weak, encoded])).toEqual([]);

@@ -14,24 +14,17 @@ import { ENVELOPE_FIELD } from '../src/operation/envelope.js';
 import { type SealedResult, unseal } from '../src/sealing/sealed-result.js';
 import { sampleAuditEvent } from './helpers/audit-sample.js';
 import { bull } from './helpers/bullmq.js';
+import { cliEnv } from './helpers/cli-env.js';
 import { unknownRecord } from './helpers/cli-records.js';
 import { TestContext } from './helpers/context.js';
 import { TEST_KEYRING_SPEC, testKeyring } from './helpers/keyring.js';
-import { childEnv, runTs } from './helpers/spawn.js';
+import { runTs } from './helpers/spawn.js';
 
 const t = new TestContext('cli');
 const b = bull(t);
 let ledger: PostgresLedger;
 
-const env = (vars: Record<string, string | undefined> = {}) =>
-  childEnv({
-    DATABASE_URL: t.databaseUrl,
-    REDIS_URL: t.redisUrl,
-    BQI_SCHEMA: t.schema,
-    BQI_PREFIX: t.prefix,
-    BQI_AUDIT_QUEUE: 'audit',
-    ...vars,
-  });
+const env = (vars: Record<string, string | undefined> = {}) => cliEnv(t, vars);
 const cli = (args: string[], vars?: Record<string, string | undefined>) => runTs('src/cli/main.ts', args, env(vars));
 
 const keyOf = (resourceKey: string): IdempotencyKey => ({
@@ -130,20 +123,20 @@ describe.concurrent('bullmq-idempotency CLI: what it refuses, by exit code', () 
       {},
       'malformed key "a:b#c": only a hashed bounded key has a \'#\'',
     ],
-    ['no DATABASE_URL', 3, ['stats'], { DATABASE_URL: undefined }, 'BQI_CONFIG: DATABASE_URL is required'],
+    ['no DATABASE_URL', 3, ['stats'], { DATABASE_URL: undefined }, 'IDEMPOTENCY_ENV_CONFIG: DATABASE_URL is required'],
     [
       'a DATABASE_URL that is not postgres://',
       3,
       ['stats'],
       { DATABASE_URL: 'mysql://localhost/x' },
-      'BQI_CONFIG: DATABASE_URL must be a postgres:// URL',
+      'IDEMPOTENCY_ENV_CONFIG: DATABASE_URL must be a postgres:// URL',
     ],
     [
       'an unmigrated schema',
       3,
       ['list', '--status', 'unknown'],
       { BQI_SCHEMA: `${t.schema}_none` },
-      'migrated? Run `bullmq-idempotency migrate` first',
+      `IDEMPOTENCY_NOT_MIGRATED: schema ${t.schema}_none is not migrated (missing idempotency_ledger): run \`BQI_SCHEMA=${t.schema}_none npx bullmq-idempotency migrate\``,
     ],
     [
       'an unreachable Postgres',
@@ -530,6 +523,6 @@ describe('bullmq-idempotency CLI', () => {
     expect(wins.code, wins.stderr).toBe(0);
     expect(JSON.parse(wins.stdout)).toMatchObject({ key });
     expect(named.code).toBe(3);
-    expect(named.stderr).toBe('error: BQI_CONFIG: --database-url must be a postgres:// URL\n');
+    expect(named.stderr).toBe('IDEMPOTENCY_ENV_CONFIG: --database-url must be a postgres:// URL\n');
   });
 });

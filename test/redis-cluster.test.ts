@@ -219,13 +219,13 @@ describe('on a 3-master Redis Cluster', () => {
   it('npm start and the CLI refuse a prefix without a hash tag (exit 2 and 3)', async () => {
     const worker = await runTs('jobs/main.ts', [], childEnv(vars({ BQI_PREFIX: 'bull' })));
     expect(worker.code).toBe(EXIT.config);
-    expect(worker.stderr).toContain('BQI_CONFIG: BQI_PREFIX must hold a hash tag on Redis Cluster');
+    expect(worker.stderr).toContain('IDEMPOTENCY_ENV_CONFIG: BQI_PREFIX must hold a hash tag on Redis Cluster');
     const cli = await runTs(
       'src/cli/main.ts',
       ['inspect', '--job', 'charges', 'x'],
       childEnv(vars({ BQI_PREFIX: '' })),
     );
     expect(cli.code).toBe(3);
-    expect(cli.stderr).toContain('BQI_CONFIG: BQI_PREFIX must hold a hash tag on Redis Cluster');
+    expect(cli.stderr).toContain('IDEMPOTENCY_ENV_CONFIG: BQI_PREFIX must hold a hash tag on Redis Cluster');
   });
 });

@@ -180,28 +180,31 @@ describe('operations process (bullmq-idempotency start)', () => {
     expect(EXIT).toMatchObject({ config: 3, unreachable: 4 });
     expect(badEnv.code).toBe(EXIT.config);
     expect(badEnv.stderr).toBe(
-      'BQI_CONFIG: REDIS_URL is required (e.g. redis://host:6379)\n' +
-        "BQI_CONFIG: BQI_SHUTDOWN_TIMEOUT_MS must be a positive duration: milliseconds or a duration such as '500ms', '30s', '5m', '24h', '7d'\n",
+      'IDEMPOTENCY_ENV_CONFIG: REDIS_URL is required (e.g. redis://host:6379)\n' +
+        "IDEMPOTENCY_ENV_CONFIG: BQI_SHUTDOWN_TIMEOUT_MS must be a positive duration: milliseconds or a duration such as '500ms', '30s', '5m', '24h', '7d'\n",
     );
     expect(JSON.parse(badEnv.stdout.trim())).toMatchObject({
       level: 60,
       variables: ['REDIS_URL', 'BQI_SHUTDOWN_TIMEOUT_MS'],
     });
     expect(badFlag.code).toBe(EXIT.config);
-    expect(badFlag.stderr).toBe('BQI_CONFIG: --database-url must be a postgres:// URL\n');
+    expect(badFlag.stderr).toBe('IDEMPOTENCY_ENV_CONFIG: --database-url must be a postgres:// URL\n');
     expect(notMigrated.code).toBe(EXIT.config);
     expect(notMigrated.stderr).toBe(
-      'schema never_migrated_here is not migrated (missing idempotency_ledger, audit_events, audit_outbox, ' +
-        'audit_backfill_checkpoint): run `bullmq-idempotency migrate` first\n',
+      'IDEMPOTENCY_NOT_MIGRATED: schema never_migrated_here is not migrated (missing idempotency_ledger, ' +
+        'audit_events, audit_outbox, audit_backfill_checkpoint): run ' +
+        '`BQI_SCHEMA=never_migrated_here npx bullmq-idempotency migrate` with the same DATABASE_URL\n',
     );
     expect(noPostgres.code).toBe(EXIT.unreachable);
     expect(noPostgres.stderr).toMatch(
-      /^cannot reach Postgres at postgres:\/\/postgres@127\.0\.0\.1:1\/test: [^\n]+\n$/,
+      /^IDEMPOTENCY_SERVICE_UNAVAILABLE: cannot reach Postgres at postgres:\/\/postgres@127\.0\.0\.1:1\/test: [^\n]+\n$/,
     );
     expect(noRedis.code).toBe(EXIT.unreachable);
-    expect(noRedis.stderr).toMatch(/^cannot reach Redis at redis:\/\/127\.0\.0\.1:1: [^\n]+\n$/);
+    expect(noRedis.stderr).toMatch(
+      /^IDEMPOTENCY_SERVICE_UNAVAILABLE: cannot reach Redis at redis:\/\/127\.0\.0\.1:1: [^\n]+\n$/,
+    );
     expect(portTaken.code).toBe(EXIT.config);
-    expect(portTaken.stderr).toBe(`cannot serve HTTP on 127.0.0.1:${takenPort}: EADDRINUSE\n`);
+    expect(portTaken.stderr).toBe(`IDEMPOTENCY_HTTP_LISTEN: cannot serve HTTP on 127.0.0.1:${takenPort}: EADDRINUSE\n`);
     // A start that fails at its port leaves no sweeper schedule behind in Redis.
     const portQueue = new Queue(DEFAULT_SWEEPER_QUEUE, { connection: { url: t.redisUrl }, prefix: `${t.prefix}-port` });
     try {

@@ -1,7 +1,7 @@
 import { CommanderError } from 'commander';
-import { ConfigError, reasonOf, ServiceUnavailableError } from '../config/errors.js';
 import { EXIT, type ExitCode } from '../config/exit-codes.js';
-import { ERROR_CODES, IdempotencyError, isIdempotencyError } from '../errors/idempotency-error.js';
+import { describeFailure as describeAnyFailure, type Failure } from '../config/failure.js';
+import { ERROR_CODES, IdempotencyError, type IdempotencyErrorCode } from '../errors/idempotency-error.js';
 
 export { EXIT, type ExitCode };
 
@@ -21,13 +21,21 @@ type CliErrorCode =
 /**
  * An error the CLI reports as a message and an exit code (no stack). Its `code` names the kind
  * (usage, not found, interrupted, or command failed) and `details.exitCode` is the exit code.
+ * `reportedCode` is the code printed before the message: the library error the command met when
+ * one is given (`IDEMPOTENCY_SEAL_KEY_UNKNOWN`, `IDEMPOTENCY_CONFIRMATION_ANSWERED`…),
+ * `IDEMPOTENCY_ILLEGAL_TRANSITION` for exit 6, else `code`.
  */
 export class CliError extends IdempotencyError<CliErrorCode> {
+  readonly reportedCode: IdempotencyErrorCode;
+
   constructor(
     readonly exitCode: ExitCode,
     message: string,
+    reportedCode?: IdempotencyErrorCode,
   ) {
-    super(CODE_OF_EXIT[exitCode] ?? ERROR_CODES.commandFailed, message, { exitCode });
+    const code = CODE_OF_EXIT[exitCode] ?? ERROR_CODES.commandFailed;
+    super(code, message, { exitCode });
+    this.reportedCode = reportedCode ?? (exitCode === EXIT.illegalTransition ? ERROR_CODES.illegalTransition : code);
   }
 }
 
@@ -42,63 +50,14 @@ export const OPERATIONS_PROCESS =
   '`createBackfillWorker()` and `createAuditWriter()`)';
 export const notFound = (message: string) => new CliError(EXIT.notFound, message);
 
-/** Network-level failures after the start-up check: the service went away mid-command. */
-const NETWORK_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EAI_AGAIN',
-  'EPIPE',
-  '57P01', // admin_shutdown
-  '57P03', // cannot_connect_now
-]);
-
-/** Postgres: the library's tables or schema are missing (a configuration error: run `migrate`). */
-const NOT_MIGRATED_CODES = new Set(['42P01', '3F000']);
-
-/** Maps any error to the message to print and the exit code. */
-export function describeFailure(err: unknown, schema: string): { exitCode: number; message: string } {
+/**
+ * Maps any error to the code, message and exit code the CLI reports (see
+ * `describeFailure` of config/failure.ts, the vocabulary shared with the operations process).
+ */
+export function describeFailure(err: unknown, schema: string): Failure {
   if (err instanceof CommanderError) {
     // commander has already printed its message (and the help hint); help and version exit 0.
-    return { exitCode: err.exitCode === 0 ? EXIT.ok : EXIT.usage, message: '' };
+    return { code: ERROR_CODES.usage, exitCode: err.exitCode === 0 ? EXIT.ok : EXIT.usage, message: '', fields: {} };
   }
-  if (err instanceof CliError) return { exitCode: err.exitCode, message: err.message };
-  if (err instanceof ConfigError) return { exitCode: EXIT.config, message: err.message };
-  if (err instanceof ServiceUnavailableError) return { exitCode: EXIT.unreachable, message: err.message };
-  if (isIdempotencyError(err)) {
-    switch (err.code) {
-      case ERROR_CODES.illegalTransition: {
-        const d = err.details;
-        return d.from === null || d.from === undefined
-          ? { exitCode: EXIT.notFound, message: `no ledger record for key ${d.key}` }
-          : { exitCode: EXIT.illegalTransition, message: err.message };
-      }
-      case ERROR_CODES.notFound:
-        return { exitCode: EXIT.notFound, message: err.message };
-      case ERROR_CODES.invalidKey:
-      case ERROR_CODES.invalidInput:
-      case ERROR_CODES.tooLarge:
-      case ERROR_CODES.serialization:
-        return { exitCode: EXIT.usage, message: err.message };
-      case ERROR_CODES.config:
-        return { exitCode: EXIT.config, message: err.message };
-      default:
-        return { exitCode: EXIT.failure, message: err.message };
-    }
-  }
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && NOT_MIGRATED_CODES.has(code)) {
-    return {
-      exitCode: EXIT.config,
-      message: `${reasonOf(err)}: is schema ${schema} migrated? Run \`bullmq-idempotency migrate\` first`,
-    };
-  }
-  if (typeof code === 'string' && NETWORK_CODES.has(code)) {
-    return { exitCode: EXIT.unreachable, message: `lost the connection: ${reasonOf(err)}` };
-  }
-  const message = err instanceof Error ? reasonOf(err) : String(err);
-  return { exitCode: EXIT.failure, message: process.env.BQI_DEBUG && err instanceof Error ? `${err.stack}` : message };
+  return describeAnyFailure(err, { schema });
 }

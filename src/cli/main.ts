@@ -4,6 +4,7 @@
  * backfill, sweep, stats). Run `bullmq-idempotency --help`; exit codes are listed there and in
  * ./errors.ts.
  */
+import { formatFailure } from '../config/failure.js';
 import { describeFailure, EXIT } from './errors.js';
 import { buildProgram } from './program.js';
 
@@ -28,9 +29,11 @@ export async function run(argv: string[] = process.argv): Promise<number> {
     await program.parseAsync(argv);
     return EXIT.ok;
   } catch (err) {
-    const { exitCode, message } = describeFailure(err, process.env.BQI_SCHEMA?.trim() || 'public');
-    if (message) process.stderr.write(`${message.startsWith('error:') ? message : `error: ${message}`}\n`);
-    return exitCode;
+    // The schema the command was given (--schema wins over BQI_SCHEMA), named by a not-migrated error.
+    const schema = program.opts<{ schema?: string }>().schema ?? (process.env.BQI_SCHEMA?.trim() || 'public');
+    const failure = describeFailure(err, schema);
+    if (failure.message) process.stderr.write(formatFailure(failure));
+    return failure.exitCode;
   }
 }
 

@@ -32,7 +32,7 @@ export function openRecord(record: LedgerRecord, keyring: Keyring): RecordOpenin
       open();
     } catch (err) {
       if (!(err instanceof SealError)) throw err;
-      throw new CliError(EXIT.failure, sealFailure(err, part, record.key, keyring));
+      throw new CliError(EXIT.failure, sealFailure(err, part, record.key, keyring), err.code);
     }
     opening.parts.push(part);
     const keyId = sealedKeyId(sealed);
@@ -57,7 +57,7 @@ export function openRecord(record: LedgerRecord, keyring: Keyring): RecordOpenin
 function sealFailure(err: SealError, part: string, key: string, keyring: Keyring): string {
   const where = `the sealed ${part} of ${key}`;
   return err.details.keyId !== null && !keyring.has(err.details.keyId)
-    ? `${err.code}: cannot open ${where}: it is sealed with key ${err.details.keyId}, which BQI_KEYRING ` +
+    ? `cannot open ${where}: it is sealed with key ${err.details.keyId}, which BQI_KEYRING ` +
         `does not hold (it holds ${keyring.ids.join(', ')}); nothing was shown`
-    : `${err.code}: cannot open ${where}: it is malformed or was altered; nothing was shown`;
+    : `cannot open ${where}: it is malformed or was altered; nothing was shown`;
 }

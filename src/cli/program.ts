@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ConnectionFlags } from '../config/env.js';
+import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { DURATION_FORMS, parseDurationText } from '../operation/duration.js';
 import { defaultActor, MAX_ACTOR_LENGTH } from './actor.js';
 import { withoutArgumentValues } from './argument-echo.js';
@@ -95,10 +96,12 @@ Environment (the connection flags above win over it):
   BQI_KEYRING      keys of sealed values, id:base64:... comma-separated, the current key first:
                    inspect --decrypt and resolve --committed only (never printed)
 
-Exit codes:
+Exit codes (a failure prints CODE: message on stderr, its code from the README's Errors table):
   0 ok · 1 other failure (start: shutdown deadline passed) · 2 bad arguments (a malformed key too)
-  3 missing or bad configuration, or a schema not migrated (start: an HTTP port it cannot listen on)
-  4 Postgres or Redis unreachable · 5 not found · 6 illegal transition · 130 interrupted`;
+  3 missing or bad configuration, a database or role that does not exist, refused credentials,
+    or a schema not migrated (start: an HTTP port it cannot listen on)
+  4 Postgres or Redis unreachable (refused, timed out, unresolvable) · 5 not found
+  6 illegal transition · 130 interrupted`;
 
 /** The global connection flags, as commander names them. */
 type GlobalOptions = { databaseUrl?: string; redisUrl?: string; schema?: string; prefix?: string };
@@ -155,7 +158,9 @@ export function buildProgram(options: { env?: Record<string, string | undefined>
       writeOut: write('out'),
       writeErr: write('err'),
       // A refused value may be a secret typed in the wrong place: commander's message names it back.
-      outputError: (message, writeErr) => writeErr(withoutArgumentValues(message, program)),
+      // Its usage errors take the code every other failure prints (`IDEMPOTENCY_USAGE: …`).
+      outputError: (message, writeErr) =>
+        writeErr(withoutArgumentValues(message, program).replace(/^(?:error: )?/, `${ERROR_CODES.usage}: `)),
     })
     .showHelpAfterError('(add --help for usage)')
     .showSuggestionAfterError(true)
@@ -178,7 +183,8 @@ BQI_PREPARED_STATEMENTS, BQI_KEYRING, LOG_LEVEL, and BQI_HTTP_PORT / BQI_HTTP_HO
 /healthz, /readyz and /metrics). Durations: ${DURATION_FORMS}. Logs are JSON lines on stdout.
 
 Exit codes: 0 stopped cleanly · 1 shutdown deadline passed, or another failure · 3 bad
-configuration, schema not migrated, HTTP port unavailable · 4 Postgres or Redis unreachable.
+configuration (a database or role that does not exist, refused credentials too), schema not
+migrated, HTTP port unavailable · 4 Postgres or Redis unreachable (refused, timed out, unresolvable).
 
 Examples:
   $ bullmq-idempotency start

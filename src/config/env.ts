@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import { DURATION_FORMS, parseDurationText } from '../operation/duration.js';
-import { type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
+import { KEYRING_SPEC_FORM, type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
 import { ConfigError } from './errors.js';
 import { hasHashTag, parseRedisUrl, RedisUrlError } from './redis-url.js';
 
@@ -148,17 +148,11 @@ const name = (what: string, max: number) =>
     .refine((s) => !CONTROL_OR_SPACE.test(s), `must be a ${what} without white space or control characters`);
 
 /**
- * A keyring spec, parsed. Its messages name key ids and what is wrong (malformed entry, repeated
- * id, weak secret), never the secrets: the spec itself is not quoted, and an error that is not
- * the keyring's own is replaced by a fixed message.
+ * A keyring spec, parsed by the library's one parser (`parseKeyringSpec`). Its messages name
+ * entries, key ids and what is wrong (no id, not base64, repeated id, weak secret), never the
+ * secrets; an error that is not the parser's own is replaced by a fixed message.
  */
 const keyringSpec = z.string().transform((spec, ctx) => {
-  // `base64:…` alone parses as a key named base64 whose secret is the encoded text: refuse it.
-  const unnamed = spec.split(',').findIndex((part) => /^\s*(?:base64|hex):/.test(part));
-  if (unnamed >= 0) {
-    ctx.addIssue({ code: 'custom', message: `entry ${unnamed + 1} has no key id (expected id:base64:…)` });
-    return z.NEVER;
-  }
   try {
     return parseKeyringSpec(spec);
   } catch (err) {
@@ -166,8 +160,8 @@ const keyringSpec = z.string().transform((spec, ctx) => {
       code: 'custom',
       message:
         err instanceof IdempotencyConfigError
-          ? `is not a usable keyring: ${err.message} (expected id:base64:…, comma-separated, the current key first)`
-          : 'is not a usable keyring (expected id:base64:…, comma-separated, the current key first)',
+          ? `is not a usable keyring: ${err.message}`
+          : `is not a usable keyring (expected ${KEYRING_SPEC_FORM})`,
     });
     return z.NEVER;
   }

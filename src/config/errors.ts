@@ -1,10 +1,14 @@
 /** Errors of configuration and start-up, free of heavy imports (the CLI loads them first). */
 import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 
-/** A configuration error; `variables` names every offending environment variable. */
+/**
+ * A configuration error; `variables` names every offending environment variable (or the flag
+ * given in its place). The message has one line per issue, `VARIABLE what is wrong`; the CLI and
+ * the operations process print each line after the code (`IDEMPOTENCY_ENV_CONFIG: …`).
+ */
 export class ConfigError extends IdempotencyError<typeof ERROR_CODES.envConfig> {
   constructor(issues: { variable: string; message: string }[]) {
-    super(ERROR_CODES.envConfig, issues.map((i) => `BQI_CONFIG: ${i.variable} ${i.message}`).join('\n'), {
+    super(ERROR_CODES.envConfig, issues.map((i) => `${i.variable} ${i.message}`).join('\n'), {
       variables: issues.map((i) => i.variable),
     });
   }

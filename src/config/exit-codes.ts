@@ -8,9 +8,12 @@ export const EXIT = {
   failure: 1,
   /** Bad arguments or usage (commander's own usage errors too). */
   usage: 2,
-  /** Missing or invalid configuration (DATABASE_URL, REDIS_URL, BQI_*), or a schema not migrated. */
+  /**
+   * Missing or invalid configuration (DATABASE_URL, REDIS_URL, BQI_*), a database or role that does
+   * not exist, credentials refused, or a schema not migrated: a restart does not heal it.
+   */
   config: 3,
-  /** Postgres or Redis unreachable. */
+  /** Postgres or Redis unreachable (refused, timed out, a host name that does not resolve): a restart may heal it. */
   unreachable: 4,
   /** Unknown key, job, task. */
   notFound: 5,

@@ -1,7 +1,7 @@
 import type { ConnectionOptions } from 'bullmq';
 import type pg from 'pg';
 import { untilAborted } from './abort.js';
-import { describeUrl, reasonOf, ServiceUnavailableError } from './errors.js';
+import { ConfigError, describeUrl, reasonOf, ServiceUnavailableError } from './errors.js';
 import { describeRedisTarget, parseRedisUrl, type RedisTarget } from './redis-url.js';
 
 export { reasonOf, ServiceUnavailableError } from './errors.js';
@@ -15,11 +15,24 @@ export type PoolOptions = {
   /** `application_name` unless the URL sets one. */
   applicationName?: string;
   onError?: (err: Error) => void;
+  /** The setting the URL came from, named by a configuration error. @defaultValue `'DATABASE_URL'` */
+  variable?: string;
 };
 
 /**
+ * Postgres' answers that no retry will change: the database or the role does not exist, or the
+ * credentials are refused (SQLSTATE 3D000, 28000, 28P01). The URL is wrong, not the network.
+ */
+const REFUSED_SESSION = new Set(['3D000', '28000', '28P01']);
+
+/** Redis refusing the credentials of the URL: a configuration error, like Postgres' 28P01. */
+const REFUSED_AUTH = /^(?:WRONGPASS|NOAUTH)\b/;
+
+/**
  * Opens a pg pool and proves it works (`select 1`) within the timeout.
- * @throws {@link ServiceUnavailableError} (the pool is ended)
+ * @throws {@link ConfigError} when Postgres answers that the database or role does not exist or
+ * the password is wrong (the pool is ended)
+ * @throws {@link ServiceUnavailableError} when it cannot be reached in time (the pool is ended)
  */
 export async function connectPostgres(url: string, options: PoolOptions = {}): Promise<pg.Pool> {
   const timeoutMs = options.timeoutMs ?? CONNECT_TIMEOUT_MS;
@@ -39,6 +52,15 @@ export async function connectPostgres(url: string, options: PoolOptions = {}): P
     return pool;
   } catch (err) {
     pool.end().catch(() => {});
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && REFUSED_SESSION.has(code)) {
+      throw new ConfigError([
+        {
+          variable: options.variable ?? 'DATABASE_URL',
+          message: `(${describeUrl(url)}) is refused by Postgres: ${reasonOf(err)}`,
+        },
+      ]);
+    }
     throw new ServiceUnavailableError('Postgres', describeUrl(url), reasonOf(err));
   }
 }
@@ -46,10 +68,12 @@ export async function connectPostgres(url: string, options: PoolOptions = {}): P
 /**
  * Connects to Redis once, without retries, and PINGs it within the timeout. On a cluster
  * (`REDIS_URL` naming cluster nodes), the client must learn the slots and find the cluster's
- * state ok, then PINGs.
+ * state ok, then PINGs. A server that accepts the connection and never answers fails too: the
+ * whole check is bounded by `timeoutMs` plus one second.
+ * @throws {@link ConfigError} when Redis refuses the URL's credentials
  * @throws {@link ServiceUnavailableError}
  */
-export async function checkRedis(url: string, timeoutMs = CONNECT_TIMEOUT_MS): Promise<void> {
+export async function checkRedis(url: string, timeoutMs = CONNECT_TIMEOUT_MS, variable = 'REDIS_URL'): Promise<void> {
   const target = parseRedisUrl(url);
   const { Redis, Cluster } = await import('ioredis');
   const redis =
@@ -72,18 +96,24 @@ export async function checkRedis(url: string, timeoutMs = CONNECT_TIMEOUT_MS): P
   redis.on('error', (err) => {
     lastError = err;
   });
+  const deadline = AbortSignal.timeout(timeoutMs + 1_000);
   try {
     await Promise.race([
       (async () => {
         await redis.connect();
         await redis.ping();
       })(),
-      untilAborted(AbortSignal.timeout(timeoutMs + 1_000)),
+      untilAborted(deadline),
     ]);
     await redis.quit().catch(() => redis.disconnect());
   } catch (err) {
     redis.disconnect();
-    throw new ServiceUnavailableError('Redis', describeRedisTarget(target), reasonOf(lastError ?? err));
+    const cause = lastError ?? err;
+    const reason = cause === deadline.reason ? `no answer within ${timeoutMs + 1_000} ms` : reasonOf(cause);
+    if (REFUSED_AUTH.test(reason)) {
+      throw new ConfigError([{ variable, message: `(${describeRedisTarget(target)}) is refused by Redis: ${reason}` }]);
+    }
+    throw new ServiceUnavailableError('Redis', describeRedisTarget(target), reason);
   }
 }
 

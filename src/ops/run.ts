@@ -3,21 +3,21 @@
  * signals and exit codes, the CLI's:
  *
  * 0 clean shutdown · 1 shutdown deadline passed (workers force-closed), or any other failure ·
- * 3 bad configuration, a schema not migrated, or an HTTP port that cannot be listened on ·
- * 4 Postgres or Redis unreachable at start.
+ * 3 bad configuration (a database or role that does not exist and refused credentials too), a
+ * schema not migrated, or an HTTP port that cannot be listened on ·
+ * 4 Postgres or Redis unreachable at start (refused, timed out, a name that does not resolve).
  *
- * Every start-up failure is one JSON log line (fatal, by code) on stdout and one plain line on
- * stderr; never a stack.
+ * Every start-up failure is one JSON log line (fatal, with its code) on stdout and `CODE: message`
+ * lines on stderr, the codes of the README's Errors table; never a stack.
  */
 import type { Logger } from 'pino';
 import { type Config, type ConnectionFlags, loadConfig } from '../config/env.js';
-import { ConfigError, reasonOf, ServiceUnavailableError } from '../config/errors.js';
 import { EXIT } from '../config/exit-codes.js';
+import { describeFailure, formatFailure } from '../config/failure.js';
 import { errorLabel } from '../errors/clean-name.js';
-import { isIdempotencyError } from '../errors/idempotency-error.js';
+import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { createLogger } from './logger.js';
-import { NotMigratedError } from './not-migrated.js';
-import { HttpListenError, type OperationsProcess, startOperationsProcess } from './operations-process.js';
+import { type OperationsProcess, startOperationsProcess } from './operations-process.js';
 
 export { EXIT };
 
@@ -26,34 +26,17 @@ const DUPLICATE_SIGNAL_MS = 1_000;
 
 type Env = Record<string, string | undefined>;
 
-/** The exit code and the fields of the fatal log line of a start-up failure. */
-function startFailure(err: unknown): { code: number; fields: Record<string, unknown>; message: string } {
-  if (err instanceof ConfigError)
-    return { code: EXIT.config, fields: { variables: err.variables }, message: err.message };
-  if (err instanceof NotMigratedError) {
-    return { code: EXIT.config, fields: { schema: err.schema, missing: err.missing }, message: err.message };
-  }
-  if (err instanceof HttpListenError) {
-    return { code: EXIT.config, fields: { host: err.host, port: err.port, err: err.reason }, message: err.message };
-  }
-  if (err instanceof ServiceUnavailableError) {
-    return {
-      code: EXIT.unreachable,
-      fields: { service: err.service, target: err.target, reason: err.reason },
-      message: err.message,
-    };
-  }
-  if (isIdempotencyError(err) && err.code === 'IDEMPOTENCY_CONFIG') {
-    return { code: EXIT.config, fields: { err: err.code }, message: err.message };
-  }
-  return { code: EXIT.failure, fields: { err: errorLabel(err) }, message: `start failed: ${reasonOf(err)}` };
-}
-
-function reportStartFailure(logger: Logger, err: unknown): number {
-  const { code, fields, message } = startFailure(err);
-  logger.fatal({ ...fields, exitCode: code }, message);
-  process.stderr.write(`${message}\n`);
-  return code;
+/**
+ * Reports a start-up failure in the CLI's vocabulary (config/failure.ts): one fatal JSON line on
+ * stdout with its code and fields, and `CODE: message` on stderr; returns the exit code.
+ */
+function reportStartFailure(logger: Logger, err: unknown, schema: string): number {
+  const failure = describeFailure(err, { schema });
+  const message = failure.code === ERROR_CODES.commandFailed ? `start failed: ${failure.message}` : failure.message;
+  const fields = failure.code === ERROR_CODES.commandFailed ? { err: errorLabel(err) } : failure.fields;
+  logger.fatal({ code: failure.code, ...fields, exitCode: failure.exitCode }, message);
+  process.stderr.write(formatFailure({ code: failure.code, message }));
+  return failure.exitCode;
 }
 
 /**
@@ -65,7 +48,8 @@ export async function runOperationsProcess(options: { env?: Env; flags?: Connect
   try {
     config = loadConfig(options.env ?? process.env, options.flags);
   } catch (err) {
-    return reportStartFailure(createLogger(), err);
+    const schema = options.flags?.schema ?? (options.env ?? process.env).BQI_SCHEMA?.trim() ?? 'public';
+    return reportStartFailure(createLogger(), err, schema || 'public');
   }
   const logger = createLogger(config.logLevel);
   let proc: OperationsProcess | undefined;
@@ -109,7 +93,7 @@ export async function runOperationsProcess(options: { env?: Env; flags?: Connect
   try {
     proc = await startOperationsProcess(config, { logger });
   } catch (err) {
-    return reportStartFailure(logger, err);
+    return reportStartFailure(logger, err, config.schema);
   }
   if (stopSignal) {
     const pending = stopSignal;

@@ -66,7 +66,7 @@ export class Keyring {
       if (this.#keys.has(k.id)) {
         throw new IdempotencyConfigError(`keyring key id ${k.id} is listed twice`, { option: 'keyring.keys' });
       }
-      const secret = secretBytes(k.secret, `keyring key ${k.id}`);
+      const secret = secretBytes(k.secret, k.id);
       const weak = weakSecretReason(secret);
       if (weak) {
         throw new IdempotencyConfigError(`keyring key ${k.id} is too weak: its secret ${weak}`, {
@@ -190,30 +190,81 @@ export function defineKeyring(options: KeyringOptions): Keyring {
 
 /**
  * Builds a keyring from keys fetched at start-up, for instance from a KMS or a secret manager.
+ * The source may give the keys, or one spec string in the form of {@link parseKeyringSpec}.
  *
  * @example
  * const keyring = await loadKeyring(async () => ({ keys: await secrets.getKeys('bqi') }));
+ * const fromSpec = await loadKeyring(() => secrets.getString('BQI_KEYRING'));
  */
-export async function loadKeyring(source: () => KeyringOptions | Promise<KeyringOptions>): Promise<Keyring> {
-  return new Keyring(await source());
+export async function loadKeyring(
+  source: () => KeyringOptions | string | Promise<KeyringOptions | string>,
+): Promise<Keyring> {
+  const loaded = await source();
+  return typeof loaded === 'string' ? parseKeyringSpec(loaded) : new Keyring(loaded);
+}
+
+/** The form of a keyring spec, named by every message about one. */
+export const KEYRING_SPEC_FORM = 'id:base64:…, comma-separated, the current key first';
+
+/** What is wrong with a keyring spec: one stable name per problem, in `details.problem`. */
+export type KeyringSpecProblem =
+  | 'empty'
+  | 'not_a_pair'
+  | 'no_key_id'
+  | 'bad_key_id'
+  | 'duplicate_key_id'
+  | 'empty_secret'
+  | 'not_base64'
+  | 'not_hex'
+  | 'too_weak';
+
+/** Ids a spec entry may not have: `base64:…` alone would parse as a key named `base64`. */
+const ENCODING_IDS = new Set(['base64', 'hex']);
+
+function specError(problem: KeyringSpecProblem, message: string, keyId?: string): IdempotencyConfigError {
+  return new IdempotencyConfigError(message, { option: 'keyring', problem, ...(keyId ? { keyId } : {}) });
 }
 
 /**
  * Parses a keyring from one configuration string, `id:secret` pairs separated by commas, the
- * current key first: `k2:base64:…,k1:base64:…`. For environment variables (`BQI_KEYRING`).
+ * current key first: `k2:base64:…,k1:base64:…` (a secret is `base64:…`, `hex:…`, or its UTF-8
+ * text). The one parser of keyring specs: `BQI_KEYRING`, the CLI and the operations process read
+ * theirs with it. Throws {@link IdempotencyConfigError} (`IDEMPOTENCY_CONFIG`, `details.problem`
+ * naming the problem) for an empty spec, an entry that is not `id:secret`, an entry without an
+ * id (`base64:…`), a malformed or repeated id, an empty secret, a secret that is not valid
+ * base64 or hex, or a weak one. Messages name entries and key ids, never secrets.
+ *
+ * @example
+ * const keyring = parseKeyringSpec(process.env.BQI_KEYRING ?? '');
  */
 export function parseKeyringSpec(spec: string): Keyring {
-  const keys = spec
+  const parts = spec
     .split(',')
     .map((part) => part.trim())
-    .filter((part) => part.length > 0)
-    .map((part, i) => {
-      const colon = part.indexOf(':');
-      if (colon <= 0) {
-        throw new IdempotencyConfigError(`keyring spec entry ${i + 1} is not id:secret`, { option: 'keyring' });
-      }
-      return { id: part.slice(0, colon), secret: part.slice(colon + 1) };
-    });
+    .filter((part) => part.length > 0);
+  if (parts.length === 0) throw specError('empty', `is empty (expected ${KEYRING_SPEC_FORM})`);
+  const keys: { id: string; secret: Uint8Array }[] = [];
+  const entryOf = new Map<string, number>();
+  for (const [i, part] of parts.entries()) {
+    const entry = `entry ${i + 1}`;
+    const colon = part.indexOf(':');
+    if (colon < 0) throw specError('not_a_pair', `${entry} is not id:secret (expected ${KEYRING_SPEC_FORM})`);
+    const id = part.slice(0, colon).trim();
+    if (id.length === 0 || ENCODING_IDS.has(id.toLowerCase())) {
+      throw specError('no_key_id', `${entry} has no key id: the form is ${KEYRING_SPEC_FORM}`);
+    }
+    // An id that is not one may be a secret pasted on its own: it is not quoted.
+    if (!KEY_ID.test(id)) throw specError('bad_key_id', `${entry}: a key id is 1–32 of A–Z a–z 0–9 _ -`);
+    const first = entryOf.get(id);
+    if (first !== undefined) {
+      throw specError('duplicate_key_id', `key id ${id} is listed twice (entries ${first} and ${i + 1})`, id);
+    }
+    entryOf.set(id, i + 1);
+    const secret = decodeSecret(part.slice(colon + 1).trim(), id);
+    const weak = weakSecretReason(secret);
+    if (weak) throw specError('too_weak', `key ${id} is too weak: its secret ${weak}`, id);
+    keys.push({ id, secret });
+  }
   return new Keyring({ keys });
 }
 
@@ -231,20 +282,46 @@ export function isSealed(value: unknown): value is Sealed {
   return typeof value === 'string' && sealedKeyId(value) !== undefined;
 }
 
-function secretBytes(secret: string | Uint8Array, what: string): Uint8Array {
+function secretBytes(secret: string | Uint8Array, keyId: string): Uint8Array {
   if (secret instanceof Uint8Array) return secret;
   if (typeof secret !== 'string') {
-    throw new IdempotencyConfigError(`${what}: secret must be a string or bytes`, { option: 'keyring.keys' });
+    throw new IdempotencyConfigError(`keyring key ${keyId}: secret must be a string or bytes`, {
+      option: 'keyring.keys',
+    });
   }
-  if (secret.startsWith('base64:')) return Buffer.from(secret.slice(7), 'base64');
-  if (secret.startsWith('hex:')) {
-    const hex = secret.slice(4);
-    if (!/^(?:[0-9a-fA-F]{2})*$/.test(hex)) {
-      throw new IdempotencyConfigError(`${what}: hex secret is malformed`, { option: 'keyring.keys' });
+  return decodeSecret(secret, keyId);
+}
+
+/** base64 of either alphabet (Node's decoder reads both), padded or not. */
+const BASE64 = /^([A-Za-z0-9+/_-]+)(={0,2})$/;
+
+/**
+ * The bytes of a secret as written: `base64:…` (standard or URL alphabet), `hex:…`, or its
+ * UTF-8 text. Malformed encodings are refused by name: Node's decoders skip what they cannot
+ * read, so a typo would otherwise surface as a short (weak) secret.
+ */
+function decodeSecret(text: string, keyId: string): Uint8Array {
+  const encoded = /^(base64|hex):/i.exec(text);
+  const body = encoded ? text.slice(encoded[0].length).trim() : text;
+  if (body.length === 0) throw specError('empty_secret', `key ${keyId} has an empty secret`, keyId);
+  if (!encoded) return Buffer.from(body, 'utf8');
+  if ((encoded[1] as string).toLowerCase() === 'hex') {
+    if (!/^(?:[0-9a-fA-F]{2})+$/.test(body)) {
+      throw specError(
+        'not_hex',
+        `key ${keyId}: its secret is not valid hex (hex:… of an even number of 0-9 a-f)`,
+        keyId,
+      );
     }
-    return Buffer.from(hex, 'hex');
+    return Buffer.from(body, 'hex');
   }
-  return Buffer.from(secret, 'utf8');
+  const b64 = BASE64.exec(body);
+  const chars = b64?.[1]?.length ?? 0;
+  const padding = b64?.[2]?.length ?? 0;
+  if (!b64 || chars % 4 === 1 || (padding > 0 && (chars + padding) % 4 !== 0)) {
+    throw specError('not_base64', `key ${keyId}: its secret is not valid base64`, keyId);
+  }
+  return Buffer.from(body, 'base64');
 }
 
 function derive(secret: Uint8Array, use: 'seal' | 'fingerprint' | 'refs'): Buffer {

@@ -104,15 +104,12 @@ function asCliError(err: unknown): CliError | undefined {
   if (!isIdempotencyError(err)) return undefined;
   switch (err.code) {
     case ERROR_CODES.confirmationNotFound:
-      return new CliError(
-        EXIT.notFound,
-        `${err.code}: ${err.message} (ids look like cf-12: see \`confirmations list\`)`,
-      );
+      return new CliError(EXIT.notFound, `${err.message} (ids look like cf-12: see \`confirmations list\`)`, err.code);
     case ERROR_CODES.confirmationAnswered:
     case ERROR_CODES.confirmationTimedOut:
-      return new CliError(EXIT.illegalTransition, `${err.code}: ${err.message}`);
+      return new CliError(EXIT.illegalTransition, err.message, err.code);
     case ERROR_CODES.invalidInput:
-      return new CliError(EXIT.usage, `${err.code}: ${err.message}`);
+      return new CliError(EXIT.usage, err.message, err.code);
     default:
       return undefined;
   }
