@@ -19,7 +19,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['producer', 'config', 'confirm'],
   ['jobs', 'observability'],
   ['worker', 'ops'],
-  ['cli'],
+  ['cli', 'runtime'],
   ['testing'],
 ];
 
