@@ -20,7 +20,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['jobs', 'observability'],
   ['worker', 'ops'],
   ['cli', 'runtime'],
-  ['testing'],
+  ['testing', 'entries'],
 ];
 
 /**
