@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
-import { runBackfill } from '../src/index.js';
+import { runBackfill } from '../src/entries/audit.js';
 
 /** Waits until the audit writer has taken every batch of the audit queue (nothing waiting or active). */
 export async function auditWritten(queue: Queue, timeoutMs = 20_000): Promise<void> {

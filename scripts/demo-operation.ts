@@ -2,14 +2,12 @@ import { randomBytes } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
 import { z } from 'zod';
+import { AuditEmitter, auditRedactor, DEFAULT_AUDIT_QUEUE } from '../src/entries/audit.js';
+import { defineRedactionPolicy } from '../src/entries/redaction.js';
 import {
-  AuditEmitter,
-  auditRedactor,
   ConfirmationDeniedError,
-  DEFAULT_AUDIT_QUEUE,
   defineKeyring,
   defineOperation,
-  defineRedactionPolicy,
   type Keyring,
   type ProcessorContext,
   parseKeyringSpec,

@@ -6,7 +6,8 @@
  * `BQI_KEYRING`, never on the command line.
  */
 import { Queue, Worker } from 'bullmq';
-import { PostgresLedger, withIdempotency } from '../src/index.js';
+import { PostgresLedger } from '../src/entries/ledger.js';
+import { withIdempotency } from '../src/index.js';
 import {
   chargeOperation,
   chargeProcessor,

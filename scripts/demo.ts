@@ -15,21 +15,11 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 import { type Job, Queue, Worker } from 'bullmq';
-import {
-  AuditStore,
-  answerConfirmation,
-  createAuditWriter,
-  type IdempotentProcessor,
-  listConfirmations,
-  migrate,
-  PostgresLedger,
-  parseKeyringSpec,
-  renderTimeline,
-  timeline,
-  unseal,
-  withIdempotency,
-} from '../src/index.js';
-import { postEffect, startDownstream } from '../src/testing/index.js';
+import { AuditStore, createAuditWriter, renderTimeline, timeline } from '../src/entries/audit.js';
+import { migrate, PostgresLedger } from '../src/entries/ledger.js';
+import { answerConfirmation, listConfirmations } from '../src/entries/ops.js';
+import { type IdempotentProcessor, parseKeyringSpec, unseal, withIdempotency } from '../src/index.js';
+import { postEffect, startCommitCounter } from '../src/testing/index.js';
 import { auditWritten, showBackfill } from './demo-audit.js';
 import { demoPlace, removeDemoData } from './demo-data.js';
 import {
@@ -71,7 +61,7 @@ const { schema, prefix } = place;
 const connection = { url: svc.redisUrl, maxRetriesPerRequest: null };
 await migrate({ connectionString: svc.databaseUrl, schema });
 const ledger = new PostgresLedger({ connectionString: svc.databaseUrl, schema });
-const ds = await startDownstream();
+const ds = await startCommitCounter();
 // What the ledger and BullMQ keep is sealed with this key; a real deployment configures its own.
 const ownKeyring = process.env.BQI_KEYRING;
 const keyringSpec = ownKeyring ?? `demo:base64:${randomBytes(32).toString('base64')}`;

@@ -11,8 +11,8 @@ import { eventsForRecord } from '../src/audit/derive.js';
 import { answerConfirmation } from '../src/confirm/answer.js';
 import { ConfirmationStore } from '../src/confirm/confirmation-store.js';
 import type { Confirmation } from '../src/confirm/types.js';
-import { boundedKey } from '../src/index.js';
 import { sweepLedger } from '../src/jobs/ledger-sweeper.js';
+import { boundedKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { TestContext, waitFor } from './helpers/context.js';
 

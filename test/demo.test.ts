@@ -10,7 +10,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { demoPlace, removeDemoData } from '../scripts/demo-data.js';
 import { chargeOperation, DEMO_TASK } from '../scripts/demo-operation.js';
-import { boundedKey } from '../src/index.js';
+import { boundedKey } from '../src/keys/idempotency-key.js';
 import { childEnv, type Finished, ROOT, runTs } from './helpers/spawn.js';
 
 const execFileP = promisify(execFile);

@@ -19,8 +19,8 @@ const LAYERS: readonly (readonly string[])[] = [
   ['producer', 'config', 'confirm'],
   ['jobs', 'observability'],
   ['worker', 'ops'],
-  ['cli'],
-  ['testing'],
+  ['cli', 'runtime'],
+  ['testing', 'entries'],
 ];
 
 /**

@@ -10,14 +10,12 @@ import { BullMQOtel } from 'bullmq-otel';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import {
-  combineObservers,
-  createIdempotencyMetrics,
-  createIdempotencyTracing,
-  TerminalError,
-  withIdempotency,
-} from '../src/index.js';
+import { TerminalError } from '../src/errors/processor-errors.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { createIdempotencyMetrics } from '../src/observability/metrics.js';
+import { combineObservers } from '../src/observability/observer.js';
+import { createIdempotencyTracing } from '../src/observability/tracing.js';
+import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { testOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';

@@ -10,12 +10,20 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import packageJson from '../package.json' with { type: 'json' };
 import { boundedKey } from '../src/keys/idempotency-key.js';
 import { TestContext, waitFor } from './helpers/context.js';
-import { CJS_CONSUMER, CONSUMER_PACKAGE_JSON, CONSUMER_TSCONFIG, ESM_CONSUMER } from './helpers/package-consumer.js';
+import {
+  CJS_CONSUMER,
+  CONSUMER_PACKAGE_JSON,
+  CONSUMER_TSCONFIG,
+  ESM_CONSUMER,
+  SUBPATHS,
+} from './helpers/package-consumer.js';
 import { childEnv, collect, finished, ROOT } from './helpers/spawn.js';
 
 const exec = promisify(execFile);
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const INSTALL_TIMEOUT_MS = 5 * 60_000;
+/** What the root may export at run time: the runtime, operations, keyrings, the errors a program catches. */
+const MAX_ROOT_VALUES = 40;
 
 /**
  * The peers at the versions this repository tests with, except ioredis: its newest major, which
@@ -111,7 +119,7 @@ describe('the packed package, installed into a fresh application', { timeout: IN
     expect(tsc.code, tsc.stdout + tsc.stderr).toBe(0);
   });
 
-  it('runs the ESM consumer: migrate, claim, complete, replay, unseal; a wrapped BullMQ worker; drop its schema', async () => {
+  it("runs the ESM consumer: one runtime's migrate, claim, complete, replay, unseal; its worker and timeline; every subpath; drop its schema", async () => {
     const databaseUrl = inject('databaseUrl');
     const schema = `bqi_package_${Date.now().toString(36)}`;
 
@@ -126,6 +134,8 @@ describe('the packed package, installed into a fresh application', { timeout: IN
     expect(consumer.stdout.trim().split('\n')).toEqual([
       'ok completed epoch 1 ch_1',
       'job ch_2 true added again: false (completed)',
+      'story completed',
+      'subpaths function function function function function function',
     ]);
     const admin = new pg.Client({ connectionString: databaseUrl });
     await admin.connect();
@@ -134,13 +144,19 @@ describe('the packed package, installed into a fresh application', { timeout: IN
     expect(left.rowCount).toBe(0);
   });
 
-  it('is require()d by a CommonJS consumer', async () => {
+  it(`is require()d by a CommonJS consumer, root and subpaths; the root has at most ${MAX_ROOT_VALUES} runtime values`, async () => {
     const consumer = await run(process.execPath, ['consumer.cjs'], app);
 
     expect(consumer.code, consumer.stderr).toBe(0);
     expect(consumer.stderr).toBe('');
-    const key = boundedKey({ namespace: 'acme/payments.charge', resourceKey: 'order:42', version: 'v1' });
-    expect(consumer.stdout.split('\n')).toEqual([key, 'function', '']);
+    const [key, root, ...subpaths] = consumer.stdout.trim().split('\n');
+    expect(key).toBe(boundedKey({ namespace: 'acme/payments.charge', resourceKey: 'order:42', version: 'v1' }));
+    const [kind, count] = (root ?? '').split(' ');
+    expect(kind).toBe('function');
+    expect(Number(count)).toBeGreaterThan(0);
+    expect(Number(count)).toBeLessThanOrEqual(MAX_ROOT_VALUES);
+    expect(subpaths.map((l) => l.split(' ')[0])).toEqual([...SUBPATHS]);
+    for (const l of subpaths) expect(Number(l.split(' ')[1]), l).toBeGreaterThan(0);
   });
 
   it('installs its command', async () => {

@@ -23,7 +23,18 @@ function tourSource(): string {
   const readme = readFileSync(`${root}README.md`, 'utf8');
   const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1] as string);
   expect(blocks.length).toBeGreaterThanOrEqual(2);
-  return blocks.map((b) => b.replaceAll("from 'bullmq-idempotency'", "from '../src/index.js'")).join('\n');
+  return blocks.map(fromSources).join('\n');
+}
+
+/** A block's imports of the package and its subpaths, pointed at their entries in the sources. */
+function fromSources(block: string): string {
+  return block.replace(/from 'bullmq-idempotency(?:\/([a-z]+))?'/g, (_all, sub: string | undefined) =>
+    sub === undefined
+      ? "from '../src/index.js'"
+      : sub === 'testing'
+        ? "from '../src/testing/index.js'"
+        : `from '../src/entries/${sub}.js'`,
+  );
 }
 
 /** Appended to the tour when it runs: what it did, as one JSON line, read from its own variables. */

@@ -1,17 +1,14 @@
 import type { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  defineOperation,
-  jobIdFor,
-  type Operation,
-  RetryableError,
-  TerminalError,
-  withIdempotency,
-} from '../src/index.js';
+import { RetryableError, TerminalError } from '../src/errors/processor-errors.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import type { Operation } from '../src/operation/define-operation.js';
+import { defineOperation } from '../src/producer/define-operation.js';
+import { jobIdFor } from '../src/producer/enqueue.js';
 import { unseal } from '../src/sealing/sealed-result.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import type { WrapperEvent } from '../src/worker/types.js';
+import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { type ChargeInput, chargeInput, chargeOperation, testOperation } from './fixtures/operations.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';

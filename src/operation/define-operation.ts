@@ -45,6 +45,12 @@ export type OperationDefinition<S extends z.ZodType, R = unknown> = {
   input: S;
   /** Picks the effect-bearing fields (amount, recipient, asset...) that form the fingerprint. */
   effect: (input: z.output<S>) => unknown;
+  /**
+   * The BullMQ queue of the operation's jobs, where `idem.enqueue()` adds them and `idem.worker()`
+   * consumes them (see `createIdempotency`), so producer and worker never name it apart.
+   * @defaultValue the operation's `name`
+   */
+  queue?: string;
   /** Derives the resource key from the input, for jobs enqueued without the producer helper. */
   resourceKey?: (input: z.output<S>) => string | undefined;
   /** How long a completed or failed record replays. Must cover the longest retry path. */

@@ -4,17 +4,10 @@
  */
 
 export { main } from './cli.js';
-export {
-  EffectRequestError,
-  EffectRequestError as DownstreamRequestError,
-  type PostEffectResult,
-  postEffect,
-} from './client.js';
+export { EffectRequestError, type PostEffectResult, postEffect } from './client.js';
 export {
   type CommitCounterOptions,
-  type CommitCounterOptions as DownstreamOptions,
   CommitCountingServer,
-  CommitCountingServer as Downstream,
   type Effect,
   type EffectMatch,
   FAIL_MODES,
@@ -22,11 +15,5 @@ export {
   type Hold,
   type HoldGate,
   startCommitCounter,
-  startCommitCounter as startDownstream,
 } from './commit-counter.js';
-export {
-  type SpawnedCommitCounter,
-  type SpawnedCommitCounter as SpawnedDownstream,
-  spawnCommitCounter,
-  spawnCommitCounter as spawnDownstream,
-} from './spawn.js';
+export { type SpawnedCommitCounter, spawnCommitCounter } from './spawn.js';

@@ -32,26 +32,24 @@ export const CONSUMER_TSCONFIG = JSON.stringify(
 
 /**
  * argv: the schema to use (created by `migrate`, dropped at the end), also the BullMQ prefix.
- * Claims and completes a key with a sealed result, claims it again and unseals the replay; then,
- * through BullMQ on REDIS_URL, enqueues a charge, runs it in a wrapped Worker, unseals the job's
- * result and sees a second enqueue absorbed; prints `ok …` and `job …`.
+ * Builds the runtime from one options object; claims and completes a key with a sealed result on
+ * its ledger, claims it again and unseals the replay; then enqueues a charge, runs it in the
+ * runtime's worker, unseals the job's result, sees a second enqueue absorbed and reads the task's
+ * story (the audit writer runs in the process); imports a value of each subpath. Prints `ok …`,
+ * `job …`, `story …` and `subpaths …`.
  */
 export const ESM_CONSUMER = `
 import { randomBytes } from 'node:crypto';
-import { Queue, QueueEvents, Worker } from 'bullmq';
+import { QueueEvents } from 'bullmq';
 import pg from 'pg';
 import { z } from 'zod';
-import {
-  type ClaimOptions,
-  defineKeyring,
-  defineOperation,
-  fingerprint,
-  migrate,
-  PostgresLedger,
-  type SealedResult,
-  unseal,
-  withIdempotency,
-} from 'bullmq-idempotency';
+import { createIdempotency, defineKeyring, defineOperation, type SealedResult, unseal } from 'bullmq-idempotency';
+import { AuditStore } from 'bullmq-idempotency/audit';
+import { type ClaimOptions, fingerprint, PostgresLedger } from 'bullmq-idempotency/ledger';
+import { createIdempotencyMetrics } from 'bullmq-idempotency/observability';
+import { startOperationsProcess } from 'bullmq-idempotency/ops';
+import { defineRedactionPolicy } from 'bullmq-idempotency/redaction';
+import { startCommitCounter } from 'bullmq-idempotency/testing';
 
 const connectionString = process.env.DATABASE_URL;
 const redisUrl = process.env.REDIS_URL;
@@ -64,6 +62,7 @@ const chargeOrder = defineOperation({
   name: 'payments.charge',
   namespace: 'consumer/payments.charge',
   version: 'v1',
+  queue: 'payments',
   input: z.object({ orderId: z.string(), amount: z.number().int(), traceId: z.string().optional() }),
   effect: (i) => ({ orderId: i.orderId, amount: i.amount }),
   resourceKey: (i) => \`order:\${i.orderId}\`,
@@ -74,20 +73,18 @@ const chargeOrder = defineOperation({
   publicResult: ['chargeId'],
 });
 
-await migrate({ connectionString, schema });
-const ledger = new PostgresLedger({ connectionString, schema });
+const idem = createIdempotency({
+  postgres: connectionString,
+  schema,
+  redis: redisUrl,
+  prefix: schema,
+  keyring,
+  audit: { writer: true },
+  logger: false,
+});
 try {
-  // What a Worker would be given; its type says what BullMQ keeps.
-  const processor = withIdempotency(
-    chargeOrder,
-    async (input, ctx) => ({ chargeId: \`ch_\${input.orderId}\`, receipt: ctx.idempotencyKey }),
-    { ledger, keyring },
-  );
-  const returned: Promise<SealedResult<Charge, 'chargeId'>> | undefined = undefined as
-    | ReturnType<typeof processor>
-    | undefined;
-  void returned;
-
+  await idem.migrate();
+  const ledger: PostgresLedger = idem.ledger;
   const claim: ClaimOptions = {
     key: { namespace: 'consumer/payments.charge', resourceKey: 'order:1', version: 'v1' },
     operation: 'payments.charge',
@@ -106,23 +103,30 @@ try {
   if (replayed.receipt !== result.receipt) throw new Error('the replay does not unseal to the result');
   console.log(\`ok \${again.kind} epoch \${again.epoch} \${replayed.chargeId}\`);
 
-  const connection = { url: redisUrl };
-  const queue = new Queue('payments', { connection, prefix: schema });
-  const events = new QueueEvents('payments', { connection, prefix: schema });
-  const worker = new Worker('payments', processor, { connection, prefix: schema });
+  const events = new QueueEvents(idem.queueName(chargeOrder), { connection: idem.connection, prefix: idem.prefix });
   try {
-    const job = await chargeOrder.enqueue(queue, { orderId: '2', amount: 500 });
-    const sealed = await (await queue.getJob(job.jobId))?.waitUntilFinished(events, 60_000);
+    await events.waitUntilReady();
+    // Its type says what BullMQ keeps.
+    const worker = idem.worker(chargeOrder, async (input, ctx) => ({ chargeId: \`ch_\${input.orderId}\`, receipt: ctx.idempotencyKey }));
+    worker.on('completed', (_job, kept: SealedResult<Charge, 'chargeId'>) => void kept.chargeId);
+    const job = await idem.enqueue(chargeOrder, { orderId: '2', amount: 500 }, { taskId: 'task-2' });
+    const sealed = await (await idem.queue(chargeOrder).getJob(job.jobId))?.waitUntilFinished(events, 60_000);
     const charge = unseal(sealed as SealedResult<Charge, 'chargeId'>, keyring);
-    const repeat = await chargeOrder.enqueue(queue, { orderId: '2', amount: 500 });
+    const repeat = await idem.enqueue(chargeOrder, { orderId: '2', amount: 500 });
     console.log(\`job \${charge.chargeId} \${charge.receipt === job.idempotencyKey} added again: \${repeat.added} (\${repeat.state})\`);
+    let story = await idem.timeline('task-2');
+    for (const end = Date.now() + 30_000; !story.attempts.some((a) => a.end) && Date.now() < end; ) {
+      await new Promise((r) => setTimeout(r, 100));
+      story = await idem.timeline('task-2');
+    }
+    console.log(\`story \${story.attempts.map((a) => a.end).join(',')}\`);
   } finally {
-    await worker.close();
-    await queue.obliterate({ force: true });
-    await Promise.all([queue.close(), events.close()]);
+    await events.close();
+    await idem.queue(chargeOrder).obliterate({ force: true });
   }
+  console.log(\`subpaths \${[AuditStore, PostgresLedger, createIdempotencyMetrics, startOperationsProcess, defineRedactionPolicy, startCommitCounter].map((v) => typeof v).join(' ')}\`);
 } finally {
-  await ledger.close();
+  await idem.close();
   const admin = new pg.Client({ connectionString });
   await admin.connect();
   await admin.query(\`drop schema if exists "\${schema}" cascade\`);
@@ -130,10 +134,17 @@ try {
 }
 `;
 
-/** Prints a bounded key, then whether the testing subpath loaded. */
+/** The package's subpaths, as an application requires them. */
+export const SUBPATHS = ['ledger', 'audit', 'redaction', 'observability', 'ops', 'testing'] as const;
+
+/**
+ * Prints a bounded key (from the ledger subpath), how many runtime values the root exports, then
+ * for each subpath its name and how many values it exports.
+ */
 export const CJS_CONSUMER = `
-const { boundedKey } = require('bullmq-idempotency');
-const testing = require('bullmq-idempotency/testing');
+const root = require('bullmq-idempotency');
+const { boundedKey } = require('bullmq-idempotency/ledger');
 console.log(boundedKey({ namespace: 'acme/payments.charge', resourceKey: 'order:42', version: 'v1' }));
-console.log(typeof testing.startDownstream);
+console.log(typeof root.createIdempotency, Object.keys(root).length);
+for (const sub of ${JSON.stringify(SUBPATHS)}) console.log(sub, Object.keys(require('bullmq-idempotency/' + sub)).length);
 `;

@@ -1,0 +1,50 @@
+/**
+ * `bullmq-idempotency/ledger`: the Postgres ledger and what works on it directly (advanced use:
+ * claims outside BullMQ, a sweeper of your own, keys and fingerprints by hand). `createIdempotency`
+ * builds and closes all of it for you.
+ */
+export {
+  invalidateKey,
+  type OperatorActionOptions,
+  type OperatorActionResult,
+  resolveKey,
+} from '../audit/operator-actions.js';
+export { DEFAULT_SCHEMA, type PostgresOptions } from '../db/connection.js';
+export { MIGRATION_LOCK_TABLE, MIGRATION_TABLE, type MigrateOptions, migrate } from '../db/migrate.js';
+export type { PoolLogger } from '../db/pool-errors.js';
+export { canonicalJson } from '../fingerprint/canonical-json.js';
+export { fingerprint } from '../fingerprint/fingerprint.js';
+export { keyedFingerprint } from '../fingerprint/keyed-fingerprint.js';
+export {
+  createSweeperWorker,
+  DEFAULT_SWEEPER_QUEUE,
+  type SweepOptions,
+  scheduleLedgerSweeper,
+  sweepLedger,
+} from '../jobs/ledger-sweeper.js';
+export {
+  boundedKey,
+  canonicalKey,
+  idempotencyKeySchema,
+  KEY_LIMITS,
+  MAX_BOUNDED_KEY_LENGTH,
+  parseCanonicalKey,
+  parseIdempotencyKey,
+} from '../keys/idempotency-key.js';
+export {
+  DEFAULT_MAX_RESULT_BYTES,
+  type LedgerExecutor,
+  type LedgerOptions,
+  PostgresLedger,
+} from '../ledger/postgres-ledger.js';
+export {
+  type RetryJobOptions,
+  type RetryWindowOptions,
+  retryWindowMs,
+  type WorkerTiming,
+} from '../operation/retry-window.js';
+export { jobIdFor } from '../producer/enqueue.js';
+export { type RerunOptions, type RerunOutcome, rerun } from '../producer/rerun.js';
+export { openRecordedError, type SealedErrorText } from '../sealing/sealed-error.js';
+export { isSealedResult, SEALED_FIELD } from '../sealing/sealed-result.js';
+export type * from '../types.js';

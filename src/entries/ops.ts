@@ -1,0 +1,32 @@
+/**
+ * `bullmq-idempotency/ops`: the operations process (`bullmq-idempotency start`) in a process of
+ * your own, its configuration and HTTP server, and the confirmation tools operators use.
+ */
+export { type Config as OperationsConfig, type ConnectionFlags, loadConfig } from '../config/env.js';
+export {
+  type AnswerConfirmationOptions,
+  type AnswerResult,
+  answerConfirmation,
+  type ConfirmationsOptions,
+  listConfirmations,
+} from '../confirm/answer.js';
+export {
+  type ConfirmationHttpHandler,
+  type ConfirmationHttpOptions,
+  confirmationHttpHandler,
+  MIN_CONFIRMATION_TOKEN_LENGTH,
+} from '../confirm/http-handler.js';
+export {
+  HttpError,
+  type HttpMethod,
+  type HttpMountHandler,
+  type HttpReply,
+  type HttpRoute,
+  OpsHttpServer,
+  readBody,
+} from '../ops/http-server.js';
+export {
+  type OperationsProcess,
+  type OperationsProcessOptions,
+  startOperationsProcess,
+} from '../ops/operations-process.js';

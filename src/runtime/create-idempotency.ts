@@ -1,0 +1,494 @@
+import { hostname } from 'node:os';
+import { type ConnectionOptions, type Job, type Queue, Worker } from 'bullmq';
+import type { MigrationResultSet } from 'kysely';
+import type pg from 'pg';
+import type { z } from 'zod';
+import { AuditStore } from '../audit/audit-store.js';
+import { AuditEmitter } from '../audit/emitter.js';
+import { invalidateKey, type OperatorActionResult, resolveKey } from '../audit/operator-actions.js';
+import { auditRedactor } from '../audit/redact-event.js';
+import { type Timeline, timeline } from '../audit/timeline.js';
+import { type AnswerResult, answerConfirmation, listConfirmations } from '../confirm/answer.js';
+import type { Confirmation } from '../confirm/types.js';
+import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
+import { migrate } from '../db/migrate.js';
+import { errorLabel } from '../errors/clean-name.js';
+import { IdempotencyConfigError } from '../errors/errors.js';
+import { createAuditWriter, DEFAULT_AUDIT_QUEUE } from '../jobs/audit-writer.js';
+import { PostgresLedger } from '../ledger/postgres-ledger.js';
+import type { KeyLike, LedgerRecord, LedgerStatus, ResolveOutcome } from '../ledger/types.js';
+import type { Operation } from '../operation/define-operation.js';
+import type { EnqueueOptions, EnqueueResult } from '../operation/enqueue-types.js';
+import type { WorkerTiming } from '../operation/retry-window.js';
+import { jobIdFor } from '../producer/enqueue.js';
+import { type RerunOutcome, rerun } from '../producer/rerun.js';
+import type { RedactionPolicy } from '../redaction/define-policy.js';
+import { type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
+import { isSealedResult, type SealedResult, sealResult } from '../sealing/sealed-result.js';
+import type { Logger } from '../shared/logger.js';
+import type { IdempotentProcessor } from '../worker/types.js';
+import { withIdempotency } from '../worker/with-idempotency.js';
+import { runtimeAuditPolicy } from './audit-policy.js';
+import { defaultLogger, SILENT_LOGGER } from './default-logger.js';
+import { DEFAULT_PREFIX, type IdempotencyOptions } from './options.js';
+import { type QueueConnection, queueConnection } from './queue-connection.js';
+import { checkQueueName, RuntimeQueues } from './queues.js';
+import { type IdempotencyWorkerOptions, type ProcessorOptions, splitWorkerOptions } from './worker-options.js';
+
+/** The BullMQ processor `idem.processor()` returns: three parameters, so BullMQ passes its AbortSignal. */
+export type IdempotentBullProcessor<R, P extends string> = (
+  job: Job,
+  token?: string,
+  signal?: AbortSignal,
+) => Promise<SealedResult<R, P>>;
+
+/** What names an operation's queue: any defined operation. */
+export type QueuedOperation = { readonly name: string; readonly definition: { readonly queue?: string | undefined } };
+
+/** Who performs an operator action, and why (kept in the ledger's record and in its `user` audit event). */
+export type OperatorOptions = { actor: string; reason: string };
+
+/**
+ * Builds the library's runtime from one configuration: the ledger, the audit trail (emitter, and
+ * the writer when asked), the queues, the workers and the operator actions all share one
+ * Postgres schema, one BullMQ prefix, one keyring and the audit references keyed from it.
+ * Parts that cannot work together are refused here, before anything connects, with
+ * `IDEMPOTENCY_CONFIG` and the option named in `details.option`.
+ *
+ * @example
+ * const idem = createIdempotency({
+ *   postgres: process.env.DATABASE_URL!, schema: 'payments',
+ *   redis: process.env.REDIS_URL!, prefix: '{payments}',
+ *   keyring: process.env.BQI_KEYRING!,
+ *   audit: { writer: true },                       // a single process: write the trail here too
+ * });
+ * await idem.migrate();
+ * idem.worker(chargeOrder, async (input, ctx) => charge(input, ctx.idempotencyKey));
+ * await idem.enqueue(chargeOrder, { orderId: 'o-42', amount: 1200 }, { taskId: 'task-42' });
+ * // … later
+ * console.log((await idem.timeline('task-42')).attempts);
+ * await idem.close();
+ */
+export function createIdempotency(options: IdempotencyOptions): Idempotency {
+  return new Idempotency(options);
+}
+
+/** The runtime {@link createIdempotency} returns. */
+export class Idempotency {
+  /** The Postgres schema of every table the runtime reads and writes. */
+  readonly schema: string;
+  /** The BullMQ prefix of every queue and worker the runtime opens. */
+  readonly prefix: string;
+  readonly keyring: Keyring;
+  /** The connection every queue and worker of the runtime is given. */
+  readonly connection: ConnectionOptions;
+  /** The audit trail's redaction policy, keyed from {@link keyring}. */
+  readonly auditPolicy: RedactionPolicy;
+  /** The ledger (advanced use: `claim`, `get`, … outside BullMQ). */
+  readonly ledger: PostgresLedger;
+  readonly logger: Logger;
+  /**
+   * Confirmation requests (`ctx.confirm()`): list them, answer one. An answer is audited as the
+   * person's decision and wakes the parked jobs through the runtime's queues.
+   */
+  readonly confirmations: {
+    /**
+     * @example
+     * for (const c of await idem.confirmations.list({ pending: true })) console.log(c.id, c.reason);
+     */
+    list(options?: { pending?: boolean; limit?: number; after?: string }): Promise<Confirmation[]>;
+    /**
+     * @example
+     * await idem.confirmations.answer('cf-12', { approve: true, actor: 'alice', comment: 'checked the invoice' });
+     */
+    answer(id: string, answer: { approve: boolean; actor: string; comment?: string }): Promise<AnswerResult>;
+  };
+
+  private readonly redis: QueueConnection;
+  private readonly queues: RuntimeQueues;
+  private readonly store: AuditStore;
+  private readonly audit: { queue: string; maxBatch?: number; maxDelayMs?: number } | undefined;
+  private readonly owner: string | undefined;
+  private readonly observer: IdempotencyOptions['observer'];
+  private emitter: AuditEmitter | undefined;
+  private readonly writer: Worker | undefined;
+  private readonly workers: Worker[] = [];
+  /** The lock and stall settings of the worker built for each queue: `enqueue` checks retention against them. */
+  private readonly timings = new Map<string, WorkerTiming>();
+  private closing: Promise<void> | undefined;
+
+  constructor(options: IdempotencyOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new IdempotencyConfigError('createIdempotency needs its options', { option: 'options' });
+    }
+    // Everything is checked before anything connects: a refused configuration leaves nothing open.
+    this.schema = checkSchema(options.schema ?? DEFAULT_SCHEMA);
+    this.prefix = checkPrefix(options.prefix ?? DEFAULT_PREFIX);
+    this.keyring = resolveKeyring(options.keyring);
+    const audit = options.audit === false ? undefined : (options.audit ?? {});
+    this.auditPolicy = runtimeAuditPolicy(this.keyring, audit?.redaction);
+    const postgres = checkPostgres(options.postgres);
+    this.redis = queueConnection(options.redis, this.prefix);
+    this.connection = this.redis.connection;
+    this.logger = options.logger === false ? SILENT_LOGGER : (options.logger ?? defaultLogger());
+    this.owner = options.owner;
+    this.observer = options.observer;
+    this.audit = audit && {
+      queue: checkQueueName(audit.queue ?? DEFAULT_AUDIT_QUEUE),
+      ...(audit.maxBatch === undefined ? {} : { maxBatch: audit.maxBatch }),
+      ...(audit.maxDelayMs === undefined ? {} : { maxDelayMs: audit.maxDelayMs }),
+    };
+
+    const prepared = options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements };
+    this.ledger = new PostgresLedger({
+      ...(typeof postgres === 'string' ? { connectionString: postgres } : { pool: postgres }),
+      schema: this.schema,
+      logger: this.logger,
+      ...(options.poolSize === undefined ? {} : { poolSize: options.poolSize }),
+      ...prepared,
+    });
+    const pool = this.ledger.pool;
+    this.store = new AuditStore(pool, this.schema, this.auditPolicy, { ...prepared, logger: this.logger });
+    this.queues = new RuntimeQueues(this.connection, this.prefix, this.logger);
+    if (audit?.writer && this.audit) {
+      this.writer = createAuditWriter({
+        connection: this.connection,
+        pool,
+        schema: this.schema,
+        prefix: this.prefix,
+        queueName: this.audit.queue,
+        redactionPolicy: this.auditPolicy,
+        logger: this.logger,
+        ...(audit.writerConcurrency === undefined ? {} : { concurrency: audit.writerConcurrency }),
+        ...prepared,
+      });
+    }
+    this.confirmations = {
+      list: (opts = {}) => listConfirmations({ pool, schema: this.schema, ...opts }),
+      answer: (id, a) =>
+        answerConfirmation({
+          pool,
+          schema: this.schema,
+          id,
+          approve: a.approve,
+          actor: a.actor,
+          ...(a.comment === undefined ? {} : { comment: a.comment }),
+          auditStore: this.store,
+          via: 'library',
+          queue: (name) => this.queues.get(name),
+        }),
+    };
+  }
+
+  /** The runtime's pool: the one given, or the one it opened (ended by {@link close}). */
+  get pool(): pg.Pool {
+    return this.ledger.pool;
+  }
+
+  /**
+   * The wrapped BullMQ processor of `operation`, with the runtime's ledger, keyring, audit
+   * emitter, logger and observer: for a Worker you build yourself (a sandboxed processor file,
+   * NestJS). Give it the Worker's lock and stall settings (`worker`) so the lease and retention
+   * are checked against them, and the runtime's `connection` and `prefix` to the Worker.
+   *
+   * @example
+   * const processor = idem.processor(chargeOrder, async (input, ctx) => charge(input, ctx.idempotencyKey));
+   * new Worker(idem.queueName(chargeOrder), processor, { connection: idem.connection, prefix: idem.prefix });
+   */
+  processor<S extends z.ZodType, R, P extends string, DB = unknown>(
+    operation: Operation<S, R, P>,
+    processor: IdempotentProcessor<z.output<S>, R, DB>,
+    options: ProcessorOptions<DB> = {},
+  ): IdempotentBullProcessor<R, P> {
+    this.assertOpen();
+    const audit = this.auditEmitter();
+    return withIdempotency(operation, processor, {
+      ledger: this.ledger,
+      keyring: this.keyring,
+      logger: this.logger,
+      ...(audit ? { audit } : {}),
+      ...(this.observer ? { observer: this.observer } : {}),
+      ...(this.owner ? { owner: this.owner } : {}),
+      ...options,
+    });
+  }
+
+  /**
+   * A BullMQ `Worker` on the operation's queue (its `queue`, else its name), on the runtime's
+   * connection and prefix, running `processor` wrapped by `withIdempotency`. Closed by
+   * {@link close}. `workerOptions` are BullMQ's (concurrency, lockDuration…; the lease and
+   * retention are checked against the lock and stall settings given here) and the wrapper's
+   * (`db`, `jobOptions`, `inProgressPollMs`); a `connection` or `prefix` other than the
+   * runtime's is refused.
+   *
+   * @example
+   * const worker = idem.worker(chargeOrder, async (input, ctx) => {
+   *   const res = await payments.charge(input, { idempotencyKey: ctx.idempotencyKey, signal: ctx.signal });
+   *   return { chargeId: res.id, receipt: res.receipt };
+   * }, { concurrency: 20 });
+   */
+  worker<S extends z.ZodType, R, P extends string, DB = unknown>(
+    operation: Operation<S, R, P>,
+    processor: IdempotentProcessor<z.output<S>, R, DB>,
+    workerOptions: IdempotencyWorkerOptions<DB> = {},
+  ): Worker<unknown, SealedResult<R, P>> {
+    this.assertOpen();
+    const name = this.queueName(operation);
+    const { bullmq, wrapper } = splitWorkerOptions(workerOptions, { connection: this.connection, prefix: this.prefix });
+    const worker = new Worker<unknown, SealedResult<R, P>>(name, this.processor(operation, processor, wrapper), bullmq);
+    // Without a listener an 'error' event (Redis gone, a lock lost) would end the process.
+    worker.on('error', (err) => this.logger.error({ queue: name, err: errorLabel(err) }, 'worker error'));
+    this.workers.push(worker as Worker);
+    this.timings.set(name, wrapper.worker ?? {});
+    return worker;
+  }
+
+  /**
+   * Enqueues one intended operation on its queue, its key made now, before the first attempt.
+   * Declared sensitive input is sealed with the runtime's keyring; retention is checked against
+   * the job options and the lock settings of the runtime's worker for that queue (if it built one).
+   *
+   * @example
+   * const { jobId, added } = await idem.enqueue(chargeOrder, { orderId: 'o-42', amount: 1200 }, { taskId: 'task-42' });
+   */
+  async enqueue<S extends z.ZodType, R, P extends string>(
+    operation: Operation<S, R, P>,
+    input: z.input<S>,
+    options: Omit<EnqueueOptions, 'keyring'> = {},
+  ): Promise<EnqueueResult> {
+    this.assertOpen();
+    return operation.enqueue(this.queue(operation), input, this.enqueueOptions(operation, options));
+  }
+
+  /**
+   * {@link enqueue} for many operations in one atomic `addBulk`; one result per item, in order.
+   *
+   * @example
+   * await idem.enqueueBulk(chargeOrder, orders.map((o) => ({ input: o, options: { taskId: o.taskId } })));
+   */
+  async enqueueBulk<S extends z.ZodType, R, P extends string>(
+    operation: Operation<S, R, P>,
+    items: { input: z.input<S>; options?: Omit<EnqueueOptions, 'keyring'> }[],
+  ): Promise<EnqueueResult[]> {
+    this.assertOpen();
+    return operation.enqueueBulk(
+      this.queue(operation),
+      items.map((it) => ({ input: it.input, options: this.enqueueOptions(operation, it.options ?? {}) })),
+    );
+  }
+
+  /**
+   * The runtime's BullMQ queue of an operation (or of a queue name), on its connection and prefix:
+   * to read jobs, or to listen with `QueueEvents`. Closed by {@link close}.
+   *
+   * @example
+   * const job = await idem.queue(chargeOrder).getJob(jobId);
+   */
+  queue(operation: QueuedOperation | string): Queue {
+    this.assertOpen();
+    return this.queues.get(typeof operation === 'string' ? checkQueueName(operation) : this.queueName(operation));
+  }
+
+  /**
+   * The queue name of an operation: its `queue`, else its name.
+   *
+   * @example
+   * new QueueEvents(idem.queueName(chargeOrder), { connection: idem.connection, prefix: idem.prefix });
+   */
+  queueName(operation: QueuedOperation): string {
+    return checkQueueName(operation.definition.queue ?? operation.name);
+  }
+
+  /**
+   * The ordered story of a task (its id) or of one operation (`{ operationKey }`): attempts,
+   * takeovers, replays, decisions, confirmations and final ledger states. This process's buffered
+   * audit events are sent first; they are in the story once a writer has stored them.
+   *
+   * @example
+   * const story = await idem.timeline('task-42');
+   * console.log(story.attempts.map((a) => `${a.operationId} epoch ${a.epoch}: ${a.start} → ${a.end ?? 'running'}`));
+   */
+  async timeline(task: string | { taskId: string } | { operationKey: string }): Promise<Timeline> {
+    await this.emitter?.flush();
+    return timeline(typeof task === 'string' ? { taskId: task } : task, { store: this.store, ledger: this.ledger });
+  }
+
+  /**
+   * The ledger record of a key (its parts or its bounded form, `ctx.idempotencyKey`), or null.
+   * Results and error text stay sealed: `unseal(record.result, idem.keyring)` opens a result.
+   *
+   * @example
+   * const record = await idem.inspect(idempotencyKey);
+   * console.log(record?.status, record?.epoch);
+   */
+  inspect(key: KeyLike): Promise<LedgerRecord | null> {
+    return this.ledger.get(key);
+  }
+
+  /**
+   * Evicts a key whatever its state so that its next claim runs again, fencing any attempt still
+   * holding it; audited as the actor's decision, written to the trail at once. Follow it with
+   * {@link rerun} to run the key's finished job again.
+   *
+   * @example
+   * await idem.invalidate(key, { actor: 'alice', reason: 'refund issued twice' });
+   */
+  invalidate(key: KeyLike, by: OperatorOptions): Promise<OperatorActionResult & { previousStatus: LedgerStatus }> {
+    return invalidateKey(this.ledger, key, { actor: by.actor, reason: by.reason, store: this.store });
+  }
+
+  /**
+   * Settles an `unknown` record: `{ committed: true, result }` (sealed with the keyring before it
+   * is recorded, so a replay returns a `SealedResult` like any other) or `{ committed: false }`
+   * (the next attempt runs it). Audited like {@link invalidate}.
+   *
+   * @example
+   * await idem.resolve(key, { committed: false }, { actor: 'bob', reason: 'no charge at the provider' });
+   */
+  resolve(key: KeyLike, outcome: ResolveOutcome, by: OperatorOptions): Promise<OperatorActionResult> {
+    const settled: ResolveOutcome =
+      outcome.committed && !isSealedResult(outcome.result)
+        ? { committed: true, result: sealResult(outcome.result, [], this.keyring) }
+        : outcome;
+    return resolveKey(this.ledger, key, settled, { actor: by.actor, reason: by.reason, store: this.store });
+  }
+
+  /**
+   * Runs the job of a key again, after {@link invalidate}: the queue and job id come from the
+   * key's ledger record (`queue` when it names none, a claim made outside BullMQ).
+   *
+   * @example
+   * await idem.invalidate(key, { actor: 'alice', reason: 'resend' });
+   * const r = await idem.rerun(key);   // { kind: 'retried', from: 'completed', … }
+   */
+  async rerun(key: KeyLike, options: { queue?: string } = {}): Promise<RerunOutcome> {
+    this.assertOpen();
+    const record = await this.ledger.get(key);
+    const name = options.queue ?? record?.queue;
+    if (!name) {
+      throw new IdempotencyConfigError(
+        'rerun: the key has no ledger record naming its queue (claimed outside BullMQ, or swept): give { queue }',
+        { option: 'queue' },
+      );
+    }
+    const k = record?.key ?? key;
+    return rerun(this.queues.get(name), k, { jobId: record?.jobId ?? jobIdFor(k) });
+  }
+
+  /**
+   * Creates or upgrades the library's tables in the runtime's schema (safe from many processes at once).
+   *
+   * @example
+   * await idem.migrate();   // at deploy, or at start in a single-process application
+   */
+  migrate(options: { to?: 'latest' | 'down' | 'none' } = {}): Promise<MigrationResultSet> {
+    return migrate({ pool: this.pool, schema: this.schema, logger: this.logger, ...options });
+  }
+
+  /**
+   * Sends the audit events this process holds and waits until each batch is in Redis (or in the
+   * Postgres outbox).
+   *
+   * @example
+   * await idem.flush();
+   */
+  async flush(): Promise<void> {
+    await this.emitter?.flush();
+  }
+
+  /**
+   * Closes everything the runtime opened, producers of audit events first: its workers (their
+   * active jobs finish), the emitter (flushed), the audit writer, its queues, the ledger's
+   * background work, then the pool it opened and the cluster client it opened. A pool or a Redis
+   * client you gave it stays open. Idempotent. Events still in the audit queue are written by
+   * the next writer that runs.
+   *
+   * @example
+   * process.once('SIGTERM', () => idem.close());
+   */
+  close(): Promise<void> {
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  private async shutDown(): Promise<void> {
+    const failures: unknown[] = [];
+    const step = async (what: () => Promise<unknown>) => {
+      try {
+        await what();
+      } catch (err) {
+        failures.push(err);
+      }
+    };
+    await step(() => Promise.all(this.workers.map((w) => w.close())));
+    if (this.emitter) {
+      const emitter = this.emitter;
+      await step(() => emitter.close());
+    }
+    if (this.writer) {
+      const writer = this.writer;
+      await step(() => writer.close());
+    }
+    await step(() => this.queues.close());
+    await step(() => this.store.close());
+    await step(() => this.ledger.close());
+    await step(() => this.redis.close());
+    if (failures.length > 0) throw failures[0];
+  }
+
+  /** The emitter, made on first use: a runtime used only for operator actions opens no audit queue. */
+  private auditEmitter(): AuditEmitter | undefined {
+    if (!this.audit || this.emitter) return this.emitter;
+    this.emitter = new AuditEmitter({
+      queue: this.queues.get(this.audit.queue),
+      pool: this.pool,
+      schema: this.schema,
+      redact: auditRedactor(this.auditPolicy),
+      redactionPolicy: this.auditPolicy,
+      logger: this.logger,
+      ...(this.owner ? { actorId: `worker:${this.owner}` } : { actorId: `worker:${hostname()}:${process.pid}` }),
+      ...(this.audit.maxBatch === undefined ? {} : { maxBatch: this.audit.maxBatch }),
+      ...(this.audit.maxDelayMs === undefined ? {} : { maxDelayMs: this.audit.maxDelayMs }),
+    });
+    return this.emitter;
+  }
+
+  private enqueueOptions(operation: QueuedOperation, options: Omit<EnqueueOptions, 'keyring'>): EnqueueOptions {
+    const timing = this.timings.get(this.queueName(operation));
+    return { ...(timing ? { worker: timing } : {}), ...options, keyring: this.keyring };
+  }
+
+  private assertOpen(): void {
+    if (this.closing) {
+      throw new IdempotencyConfigError('the runtime is closed (idem.close() was called)', { option: 'closed' });
+    }
+  }
+}
+
+function resolveKeyring(keyring: Keyring | string | undefined): Keyring {
+  if (typeof keyring === 'string' && keyring.trim() !== '') return parseKeyringSpec(keyring);
+  if (typeof keyring === 'object' && keyring !== null && typeof (keyring as Keyring).seal === 'function') {
+    return keyring;
+  }
+  throw new IdempotencyConfigError(
+    'createIdempotency needs a keyring: defineKeyring({ keys: [...] }), or a spec as BQI_KEYRING takes it (k1:base64:…)',
+    { option: 'keyring' },
+  );
+}
+
+function checkPostgres(postgres: string | pg.Pool | undefined): string | pg.Pool {
+  if (typeof postgres === 'string' && postgres !== '') return postgres;
+  if (typeof postgres === 'object' && postgres !== null && typeof (postgres as pg.Pool).connect === 'function') {
+    return postgres;
+  }
+  throw new IdempotencyConfigError('createIdempotency needs `postgres`: a connection string or a pg.Pool', {
+    option: 'postgres',
+  });
+}
+
+function checkPrefix(prefix: string): string {
+  if (typeof prefix !== 'string' || prefix === '') {
+    throw new IdempotencyConfigError('prefix must be a non-empty string', { option: 'prefix' });
+  }
+  return prefix;
+}

@@ -1,2 +1,0 @@
-/** The earlier module of `bullmq-idempotency/testing`; everything is in index.ts. */
-export * from './index.js';
