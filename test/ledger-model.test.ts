@@ -90,6 +90,8 @@ const EVENT_OF: Record<Transition, string> = {
 /** Transitions and outcomes met across all runs: the generated sequences must reach each. */
 const seen = new Set<string>();
 let commandsRun = 0;
+/** Races of a batched and a single claim of a key that had no row. */
+let racesOnNewKeys = 0;
 
 function record(m: Model, k: number, row: Row, transition: Transition): void {
   m.rows[k] = row;
@@ -145,8 +147,12 @@ type Real = {
   /** The keys of this run (fresh per run, so runs never meet). */
   keys: string[];
   resourceKeys: string[];
-  /** One ledger per clock offset, all on one pool. */
+  /** One ledger per clock offset, all on one pool (claims batched). */
   ledgerAt: (now: number) => PostgresLedger;
+  /** A second ledger per clock offset that sends one statement per call (a concurrent single claimer). */
+  singleAt: (now: number) => PostgresLedger;
+  /** New keys claimed in the same batch as a raced key, each claimed once. */
+  companions: number;
 };
 
 function outcomeOf(c: ClaimOutcome): Outcome {
@@ -255,6 +261,46 @@ class Claim implements Cmd {
     await compareLiveEvent(m, r, this.k, c);
   }
   toString = () => `claim(k${this.k}, input ${this.input})`;
+}
+
+/**
+ * A batched claim of key k, in one batch with a key no one claimed before, raced by a single claim
+ * of k from another ledger: of the two, exactly one makes the model's transition and the other
+ * meets the row it left (in progress, unknown, the replay). When k is new, the batch's insert may
+ * lose to the single claim's (a unique violation): its other new key then goes through the full
+ * claim, and must come back acquired, readable, with its `claimed` transition recorded.
+ */
+class RaceClaim extends Claim {
+  override async run(m: Model, r: Real) {
+    const downstream = DOWNSTREAMS[this.k] as Downstream;
+    const companion = payClaim(`${r.resourceKeys[this.k]}:companion:${r.companions++}`, { downstream });
+    const claim = payClaim(r.resourceKeys[this.k] as string, { downstream }, this.input);
+    const batched = r.ledgerAt(m.now);
+    const [fresh, viaBatch, viaSingle] = await Promise.all([
+      batched.claim(companion),
+      batched.claim(claim),
+      r.singleAt(m.now).claim(claim),
+    ]);
+    const first = modelClaim(m, this.k, this.input);
+    const second = modelClaim(m, this.k, this.input);
+    if (first === 'acquired:claimed') racesOnNewKeys++;
+    await compare(
+      m,
+      r,
+      this.k,
+      [first, second].sort().join(' '),
+      [outcomeOf(viaBatch), outcomeOf(viaSingle)].sort().join(' '),
+    );
+    expect(outcomeOf(fresh)).toBe('acquired:claimed');
+    const rec = await batched.get(companion.key);
+    expect(rec && { status: rec.status, epoch: rec.epoch, last: rec.lastTransition }).toEqual({
+      status: 'locked',
+      epoch: 1,
+      last: 'claimed',
+    });
+    expect(rec?.transitions?.map((x) => [x.transition, x.epoch])).toEqual([['claimed', 1]]);
+  }
+  override toString = () => `race(k${this.k}, input ${this.input}: batched with a new key, and single)`;
 }
 
 type FencedKind = 'heartbeat' | 'complete' | 'fail' | 'fail_retryable' | 'release' | 'unknown';
@@ -382,6 +428,7 @@ class Advance implements Cmd {
 const key = fc.integer({ min: 0, max: DOWNSTREAMS.length - 1 });
 const COMMANDS = [
   fc.tuple(key, fc.integer({ min: 1, max: 2 })).map(([k, input]) => new Claim(k, input)),
+  fc.tuple(key, fc.integer({ min: 1, max: 2 })).map(([k, input]) => new RaceClaim(k, input)),
   fc
     .tuple(
       fc.constantFrom<FencedKind>('heartbeat', 'complete', 'fail', 'fail_retryable', 'release', 'unknown'),
@@ -402,6 +449,7 @@ describe('the ledger against a model of its state machine', () => {
         fc.asyncProperty(fc.commands(COMMANDS, { maxCommands: 40, size: 'max' }), async (cmds) => {
           const id = ++run;
           const byOffset = new Map<number, PostgresLedger>();
+          const singleByOffset = new Map<number, PostgresLedger>();
           const resourceKeys = DOWNSTREAMS.map((d) => `model:${id}:${d}:${Math.random()}`);
           const real: Real = {
             resourceKeys,
@@ -415,13 +463,23 @@ describe('the ledger against a model of its state machine', () => {
               }
               return l;
             },
+            singleAt: (now) => {
+              let l = singleByOffset.get(now);
+              if (!l) {
+                l = new PostgresLedger({ pool, schema: t.schema, clockOffsetMs: now, batching: false });
+                singleByOffset.set(now, l);
+                ledgers.push(l);
+              }
+              return l;
+            },
+            companions: 0,
           };
           const model: Model = { now: 0, rows: [], transitions: DOWNSTREAMS.map(() => []) };
           await fc.asyncModelRun(() => ({ model, real }), cmds);
         }),
         // Bounded for a loaded machine (each command is one to three statements); a fixed seed, so
         // that every run of the suite reaches each transition and outcome checked below.
-        { numRuns: 60, seed: 20261201 },
+        { numRuns: 60, seed: 20261202 },
       );
     } finally {
       for (const l of ledgers) await l.close();
@@ -440,5 +498,6 @@ describe('the ledger against a model of its state machine', () => {
     ];
     expect(outcomes.filter((o) => !seen.has(o))).toEqual([]);
     expect(commandsRun).toBeGreaterThan(500);
+    expect(racesOnNewKeys).toBeGreaterThan(20);
   });
 });

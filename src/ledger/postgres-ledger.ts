@@ -22,7 +22,13 @@ import { MicroBatcher } from './micro-batcher.js';
 import { parseTransitions } from './recorded-transition.js';
 import { type ClaimParams, type ParamsOf, type StatementName, statementValues } from './statement-params.js';
 import { type LedgerStatements, ledgerStatements } from './statements.js';
-import { type AcquiringTransition, type ClaimTransition, type OutcomeTransition, TRANSITIONS } from './transitions.js';
+import {
+  type AcquiringTransition,
+  type ClaimTransition,
+  type OutcomeTransition,
+  TRANSITIONS,
+  transitionSpec,
+} from './transitions.js';
 import type {
   ClaimOptions,
   ClaimOutcome,
@@ -601,7 +607,7 @@ function newRow(req: ClaimRow, inserted: Row): Row {
     status: 'locked',
     epoch: 1,
     fingerprint: req.claim.fingerprint,
-    last_transition: 'claimed',
+    transition: 'claimed',
     lease_expires_ms: at + req.claim.leaseMs,
     at_ms: inserted.at_ms,
   };
@@ -662,7 +668,7 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
   const at = atOf(row);
   const status = row.status as LedgerStatus;
   if (row.acquired) {
-    const transition = row.last_transition as ClaimTransition;
+    const transition = claimTransitionOf(row);
     if (!TRANSITIONS[transition].startsAttempt) {
       return { kind: 'unknown', key, epoch, error: row.error as RecordedError, transitioned: true, at };
     }
@@ -713,6 +719,24 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
       // released/invalidated with the same fingerprint are claimable and never reach here.
       throw new IllegalTransitionError({ key, from: status, action: 'claim' });
   }
+}
+
+/**
+ * The claim transition a claim statement says it made (its `transition` column). Anything else is
+ * refused with a library error naming the key, never read as a transition: a statement that
+ * wrote a row and answered no transition would otherwise surface as a TypeError after the write.
+ */
+function claimTransitionOf(row: Row): ClaimTransition {
+  const name = row.transition;
+  const spec = typeof name === 'string' ? transitionSpec(name) : undefined;
+  if (spec?.by !== 'claim') {
+    throw new IllegalTransitionError({
+      key: row.key as string,
+      from: (row.status as string | undefined) ?? null,
+      action: `read the claim transition (${JSON.stringify(name ?? null)}, not a claim transition) of`,
+    });
+  }
+  return name as ClaimTransition;
 }
 
 /**

@@ -109,10 +109,18 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
    * as whole milliseconds (int8, cut as the driver cuts timestamps, cheaper to read: every claim
    * and replay reads them).
    */
-  const cols = (x: string) =>
+  const cols = (x: string, made = 'null::text') =>
     `${x}.key, ${x}.status, ${x}.epoch, ${fpText(`${x}.fingerprint`)} as fingerprint, ${ms(`${x}.lease_expires_at`)} as lease_expires_ms,
-  ${x}.result, ${x}.error, ${ms(completedAt(x))} as completed_ms, ${ms(expiresAt(x))} as expires_ms, ${x}.last_transition`;
-  const returning = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, last_transition, updated_at, retention_ms`;
+  ${x}.result, ${x}.error, ${ms(completedAt(x))} as completed_ms, ${ms(expiresAt(x))} as expires_ms, ${made} as transition`;
+  /**
+   * The transition the upsert made, by name: its insert makes `claimed` at epoch 1 (which no
+   * update of a row makes: an update raises the epoch), its update the one it chose and wrote
+   * (claimTransition). Not the `last_transition` column alone: an insert leaves it null by design
+   * (the record of transitions holds it, migration 0008), and a key the full claim inserted came
+   * back with no transition the outcome mapping could read.
+   */
+  const made = `case when epoch = 1 then 'claimed' else last_transition end as made`;
+  const returning = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, updated_at, retention_ms, ${made}`;
   const N = now(15);
   /**
    * A claim's `sweep_after` (migration 0010): the claim's time plus the retention, before which
@@ -177,7 +185,7 @@ ins as (
   where ${claimable('l', 'excluded.fingerprint', N)}
   returning ${returning}
 )
-select ${cols('ins')}, true as acquired, true as claimable, null::int8 as retry_after_ms, ${ms('updated_at')} as at_ms from ins
+select ${cols('ins', 'ins.made')}, true as acquired, true as claimable, null::int8 as retry_after_ms, ${ms('updated_at')} as at_ms from ins
 union all
 select ${cols('c')}, false, ${claimable('c', 'c.want', N)},
   case when c.status = 'locked' then greatest(0, ceil(extract(epoch from (c.lease_expires_at - ${N})) * 1000))::int8 end,
