@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { eventsForRecord } from '../src/audit/derive.js';
 import { auditEventFromWrapper, LEDGER_TRANSITIONS } from '../src/audit/from-wrapper.js';
-import { IllegalTransitionError, StaleEpochError } from '../src/errors/errors.js';
+import { IllegalTransitionError, RecordLostError, StaleEpochError } from '../src/errors/errors.js';
 import { boundedKey } from '../src/keys/idempotency-key.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { TRANSITION_NAMES } from '../src/ledger/transitions.js';
@@ -85,6 +85,7 @@ const EVENT_OF: Record<Transition, string> = {
   invalidated: 'invalidated',
   resolved_committed: 'resolved',
   resolved_not_committed: 'resolved',
+  record_lost: 'unknown',
 };
 
 /** Transitions and outcomes met across all runs: the generated sequences must reach each. */
@@ -133,7 +134,9 @@ function modelClaim(m: Model, k: number, input: number): Outcome {
 /** A write fenced by the epoch: only the holder of the current epoch of a locked row may make it. */
 function modelFenced(m: Model, k: number, epoch: number, apply: (row: Row) => Transition | undefined): Outcome {
   const row = m.rows[k];
-  if (row?.status !== 'locked' || row.epoch !== epoch) {
+  // No row where the writer held an epoch: the record was lost (here: never claimed, or deleted).
+  if (!row) return 'lost';
+  if (row.status !== 'locked' || row.epoch !== epoch) {
     return row && row.epoch === epoch ? 'illegal' : 'stale';
   }
   const transition = apply(row);
@@ -172,6 +175,7 @@ async function fencedOutcome(write: () => Promise<unknown>): Promise<Outcome> {
     return 'ok';
   } catch (err) {
     if (err instanceof StaleEpochError) return 'stale';
+    if (err instanceof RecordLostError) return 'lost';
     if (err instanceof IllegalTransitionError) return 'illegal';
     throw err;
   }
@@ -358,6 +362,41 @@ class Fenced implements Cmd {
   toString = () => `${this.kind}(k${this.k}${this.behind ? ', stale epoch' : ''})`;
 }
 
+/**
+ * The row of a held claim is lost (deleted, as a restore or a promoted asynchronous standby loses
+ * it), then its holder comes to record its outcome: the completion finds no row (a lost record,
+ * never stale) and the holder writes the row back `unknown` at its epoch (`record_lost`), the only
+ * transition left in its record. Without a locked row it only checks that a write-back over a row
+ * at the same epoch or above writes nothing.
+ */
+class LoseRecord implements Cmd {
+  constructor(readonly k: number) {}
+  check = () => true;
+  async run(m: Model, r: Real) {
+    const l = r.ledgerAt(m.now);
+    const key = r.keys[this.k] as string;
+    const row = m.rows[this.k];
+    const options = payClaim(
+      r.resourceKeys[this.k] as string,
+      { downstream: DOWNSTREAMS[this.k] as Downstream },
+      row?.input ?? 1,
+    );
+    const error = { code: 'IDEMPOTENCY_RECORD_LOST', message: 'lost' };
+    if (row?.status !== 'locked') {
+      const written = row ? await l.recordLost(options, row.epoch, error) : null;
+      await compare(m, r, this.k, 'none', written === null ? 'none' : 'written');
+      return;
+    }
+    await t.query(`delete from ${t.schema}.idempotency_ledger where key = $1`, [key]);
+    expect(await fencedOutcome(() => l.complete(key, row.epoch, { ok: true }))).toBe('lost');
+    const written = await l.recordLost(options, row.epoch, error);
+    m.transitions[this.k] = [];
+    record(m, this.k, { ...row, status: 'unknown', leaseUntil: null, expiresAt: null }, 'record_lost');
+    await compare(m, r, this.k, 'written', written === null ? 'none' : 'written');
+  }
+  toString = () => `lose record(k${this.k})`;
+}
+
 class Invalidate implements Cmd {
   constructor(readonly k: number) {}
   check = () => true;
@@ -437,6 +476,7 @@ const COMMANDS = [
     )
     .map(([kind, k, behind]) => new Fenced(kind, k, behind)),
   key.map((k) => new Invalidate(k)),
+  key.map((k) => new LoseRecord(k)),
   fc.tuple(key, fc.boolean()).map(([k, committed]) => new Resolve(k, committed)),
   fc.constantFrom(31_000, 61_000).map((ms) => new Advance(ms)),
 ];
@@ -495,6 +535,7 @@ describe('the ledger against a model of its state machine', () => {
       'unknown:transitioned',
       'stale',
       'illegal',
+      'lost',
     ];
     expect(outcomes.filter((o) => !seen.has(o))).toEqual([]);
     expect(commandsRun).toBeGreaterThan(500);

@@ -56,6 +56,11 @@ export const ERROR_CODES = {
   auditEventLost: 'AUDIT_EVENT_LOST',
   auditEventRefused: 'AUDIT_EVENT_REFUSED',
   auditBatchUndecodable: 'AUDIT_BATCH_UNDECODABLE',
+  /**
+   * The row of a claim an attempt held is gone, or its epoch went back (a restore, an asynchronous
+   * standby promoted): thrown by a fenced write, and recorded on the `unknown` row written back.
+   */
+  recordLost: 'IDEMPOTENCY_RECORD_LOST',
 } as const;
 
 export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
@@ -128,6 +133,14 @@ export type IdempotencyErrorDetails = {
   IDEMPOTENCY_CONFIRMATION_TIMED_OUT: { id: string; expiresAt: Date; onTimeout: 'deny' | 'fail' };
   /** A reason code (a denied operation fails with a TerminalError of this code); never thrown as itself. */
   IDEMPOTENCY_CONFIRMATION_DENIED: never;
+  /** `currentEpoch`/`currentStatus`: the row found instead (null when there was none). */
+  IDEMPOTENCY_RECORD_LOST: {
+    key: string;
+    epoch: number;
+    operation: string;
+    currentEpoch: number | null;
+    currentStatus: string | null;
+  };
 };
 
 /** The details table and the code table hold the same codes (checked when the library compiles). */
