@@ -61,6 +61,8 @@ export const ERROR_CODES = {
    * standby promoted): thrown by a fenced write, and recorded on the `unknown` row written back.
    */
   recordLost: 'IDEMPOTENCY_RECORD_LOST',
+  /** Logged by the operations process: a job schedule (the sweeper's) was missing from Redis and was re-created. */
+  scheduleMissing: 'IDEMPOTENCY_SCHEDULE_MISSING',
 } as const;
 
 export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
@@ -141,6 +143,7 @@ export type IdempotencyErrorDetails = {
     currentEpoch: number | null;
     currentStatus: string | null;
   };
+  IDEMPOTENCY_SCHEDULE_MISSING: never;
 };
 
 /** The details table and the code table hold the same codes (checked when the library compiles). */

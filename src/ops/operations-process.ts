@@ -14,7 +14,12 @@ import { errorLabel } from '../errors/clean-name.js';
 import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from '../jobs/audit-backfill.js';
 import { createAuditWriter } from '../jobs/audit-writer.js';
-import { createSweeperWorker, DEFAULT_SWEEPER_QUEUE, scheduleLedgerSweeper } from '../jobs/ledger-sweeper.js';
+import {
+  createSweeperWorker,
+  DEFAULT_SWEEPER_QUEUE,
+  SweeperSchedule,
+  sweeperScheduled,
+} from '../jobs/ledger-sweeper.js';
 import { PostgresLedger } from '../ledger/postgres-ledger.js';
 import { OperationsMetrics } from '../observability/operations-metrics.js';
 import { healthRoutes } from './health-routes.js';
@@ -51,6 +56,8 @@ export type OperationsProcess = {
    */
   close(options?: { timeoutMs?: number }): Promise<{ clean: boolean }>;
   readonly workers: { auditWriter: Worker; backfill: Worker; sweeper: Worker };
+  /** The sweeper's schedule, kept in Redis: re-created when a check finds it missing. */
+  readonly schedules: { sweeper: SweeperSchedule };
   /** The HTTP server, when `BQI_HTTP_PORT` is set: mount more routes with `http.route()`. */
   readonly http: OpsHttpServer | undefined;
   readonly logger: Logger;
@@ -178,6 +185,9 @@ export async function startOperationsProcess(
       createBackfillWorker({ connection, prefix, pool, schema: config.schema, auditQueue, logger }),
     );
     const sweeper = track(createSweeperWorker({ connection, ledger, prefix, emitter, logger }));
+    // Re-created whenever a check (every sweep interval) finds it gone from Redis.
+    const sweepSchedule = new SweeperSchedule(sweeperQueue, config.sweepEveryMs, logger);
+    opened.push(async () => sweepSchedule.stop());
 
     const metrics =
       config.httpPort === undefined
@@ -218,6 +228,7 @@ export async function startOperationsProcess(
             pool,
             pingRedis: async () => (await auditQueue.backend.client).llen(auditQueue.toKey('wait')),
             workers,
+            schedules: async () => ({ sweeper: await sweeperScheduled(sweeperQueue) }),
             stopping: () => closing !== undefined,
           }),
           {
@@ -246,10 +257,11 @@ export async function startOperationsProcess(
     }
     const server = http;
     // Scheduled once everything has started (the port too): a start that fails leaves nothing in Redis.
-    await scheduleLedgerSweeper(sweeperQueue, config.sweepEveryMs);
+    await sweepSchedule.start();
 
     // Producers of audit events stop first, then the emitter flushes, then the writer.
     const graceful = async () => {
+      sweepSchedule.stop();
       await Promise.all([backfill.close(), sweeper.close()]);
       await emitter.close();
       await auditWriter.close();
@@ -298,7 +310,7 @@ export async function startOperationsProcess(
       },
       'started',
     );
-    return { close, workers, http: server, logger };
+    return { close, workers, schedules: { sweeper: sweepSchedule }, http: server, logger };
   } catch (err) {
     await settleWithin(Promise.allSettled(opened.map((close) => close(true))), FORCE_CLOSE_MS);
     await http?.close();
