@@ -63,6 +63,11 @@ export const ERROR_CODES = {
   recordLost: 'IDEMPOTENCY_RECORD_LOST',
   /** Logged by the operations process: a job schedule (the sweeper's) was missing from Redis and was re-created. */
   scheduleMissing: 'IDEMPOTENCY_SCHEDULE_MISSING',
+  /**
+   * Logged by the operations process at start: the database could lose an acknowledged claim on a
+   * failover or crash (an asynchronous standby, `synchronous_commit` off or local); see docs/replication.md.
+   */
+  asyncReplica: 'IDEMPOTENCY_ASYNC_REPLICA',
 } as const;
 
 export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
@@ -144,6 +149,7 @@ export type IdempotencyErrorDetails = {
     currentStatus: string | null;
   };
   IDEMPOTENCY_SCHEDULE_MISSING: never;
+  IDEMPOTENCY_ASYNC_REPLICA: never;
 };
 
 /** The details table and the code table hold the same codes (checked when the library compiles). */

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { Queue, type Worker } from 'bullmq';
+import type pg from 'pg';
 import type { Logger } from 'pino';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { WriteBatchResult } from '../audit/audit-store.js';
@@ -21,6 +22,7 @@ import {
   sweeperScheduled,
 } from '../jobs/ledger-sweeper.js';
 import { PostgresLedger } from '../ledger/postgres-ledger.js';
+import { readReplicationFacts, replicationRisk } from '../ledger/replication-check.js';
 import { OperationsMetrics } from '../observability/operations-metrics.js';
 import { healthRoutes } from './health-routes.js';
 import { type HttpRoute, OpsHttpServer } from './http-server.js';
@@ -88,6 +90,31 @@ function processRegistry(options: OperationsProcessOptions): Registry {
 const passThroughRedactor: AuditRedactor = (event) => event;
 
 /**
+ * Logs one warning (`IDEMPOTENCY_ASYNC_REPLICA`) when the database could lose a claim it
+ * acknowledged (see `replicationRisk` and docs/replication.md). What cannot be read is logged at
+ * debug level: the check never stops a start.
+ */
+async function warnOfReplicationRisk(pool: pg.Pool, logger: Logger): Promise<void> {
+  try {
+    const facts = await readReplicationFacts(pool);
+    const risk = replicationRisk(facts);
+    if (!risk) return;
+    logger.warn(
+      {
+        code: ERROR_CODES.asyncReplica,
+        reasons: risk.reasons,
+        asyncStandbys: risk.asyncStandbys,
+        synchronousCommit: facts.synchronousCommit,
+        synchronousStandbyNames: facts.synchronousStandbyNames,
+      },
+      'an acknowledged claim could be lost on failover or crash: lost records become unknown and need an operator (docs/replication.md)',
+    );
+  } catch (err) {
+    logger.debug({ err: errorLabel(err) }, 'replication settings not read');
+  }
+}
+
+/**
  * Starts the audit writer, the backfill worker and the sweeper (scheduler + worker), and the HTTP
  * server when `config.httpPort` is set. Checks Postgres and Redis first (throws
  * `ServiceUnavailableError`) and that the schema is migrated (throws `NotMigratedError`).
@@ -123,6 +150,7 @@ export async function startOperationsProcess(
   let http: OpsHttpServer | undefined;
   try {
     await assertMigrated(pool, config.schema);
+    await warnOfReplicationRisk(pool, logger);
     // One URL, or the nodes of a Redis Cluster (a shared ioredis Cluster, closed last).
     redis = await openRedis(config.redisUrl);
     const { connection } = redis;
