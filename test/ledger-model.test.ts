@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { eventsForRecord } from '../src/audit/derive.js';
 import { auditEventFromWrapper, LEDGER_TRANSITIONS } from '../src/audit/from-wrapper.js';
-import { IllegalTransitionError, StaleEpochError } from '../src/errors/errors.js';
+import { IllegalTransitionError, RecordLostError, StaleEpochError } from '../src/errors/errors.js';
 import { boundedKey } from '../src/keys/idempotency-key.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { TRANSITION_NAMES } from '../src/ledger/transitions.js';
@@ -85,11 +85,14 @@ const EVENT_OF: Record<Transition, string> = {
   invalidated: 'invalidated',
   resolved_committed: 'resolved',
   resolved_not_committed: 'resolved',
+  record_lost: 'unknown',
 };
 
 /** Transitions and outcomes met across all runs: the generated sequences must reach each. */
 const seen = new Set<string>();
 let commandsRun = 0;
+/** Races of a batched and a single claim of a key that had no row. */
+let racesOnNewKeys = 0;
 
 function record(m: Model, k: number, row: Row, transition: Transition): void {
   m.rows[k] = row;
@@ -131,7 +134,9 @@ function modelClaim(m: Model, k: number, input: number): Outcome {
 /** A write fenced by the epoch: only the holder of the current epoch of a locked row may make it. */
 function modelFenced(m: Model, k: number, epoch: number, apply: (row: Row) => Transition | undefined): Outcome {
   const row = m.rows[k];
-  if (row?.status !== 'locked' || row.epoch !== epoch) {
+  // No row where the writer held an epoch: the record was lost (here: never claimed, or deleted).
+  if (!row) return 'lost';
+  if (row.status !== 'locked' || row.epoch !== epoch) {
     return row && row.epoch === epoch ? 'illegal' : 'stale';
   }
   const transition = apply(row);
@@ -145,8 +150,12 @@ type Real = {
   /** The keys of this run (fresh per run, so runs never meet). */
   keys: string[];
   resourceKeys: string[];
-  /** One ledger per clock offset, all on one pool. */
+  /** One ledger per clock offset, all on one pool (claims batched). */
   ledgerAt: (now: number) => PostgresLedger;
+  /** A second ledger per clock offset that sends one statement per call (a concurrent single claimer). */
+  singleAt: (now: number) => PostgresLedger;
+  /** New keys claimed in the same batch as a raced key, each claimed once. */
+  companions: number;
 };
 
 function outcomeOf(c: ClaimOutcome): Outcome {
@@ -166,6 +175,7 @@ async function fencedOutcome(write: () => Promise<unknown>): Promise<Outcome> {
     return 'ok';
   } catch (err) {
     if (err instanceof StaleEpochError) return 'stale';
+    if (err instanceof RecordLostError) return 'lost';
     if (err instanceof IllegalTransitionError) return 'illegal';
     throw err;
   }
@@ -257,6 +267,46 @@ class Claim implements Cmd {
   toString = () => `claim(k${this.k}, input ${this.input})`;
 }
 
+/**
+ * A batched claim of key k, in one batch with a key no one claimed before, raced by a single claim
+ * of k from another ledger: of the two, exactly one makes the model's transition and the other
+ * meets the row it left (in progress, unknown, the replay). When k is new, the batch's insert may
+ * lose to the single claim's (a unique violation): its other new key then goes through the full
+ * claim, and must come back acquired, readable, with its `claimed` transition recorded.
+ */
+class RaceClaim extends Claim {
+  override async run(m: Model, r: Real) {
+    const downstream = DOWNSTREAMS[this.k] as Downstream;
+    const companion = payClaim(`${r.resourceKeys[this.k]}:companion:${r.companions++}`, { downstream });
+    const claim = payClaim(r.resourceKeys[this.k] as string, { downstream }, this.input);
+    const batched = r.ledgerAt(m.now);
+    const [fresh, viaBatch, viaSingle] = await Promise.all([
+      batched.claim(companion),
+      batched.claim(claim),
+      r.singleAt(m.now).claim(claim),
+    ]);
+    const first = modelClaim(m, this.k, this.input);
+    const second = modelClaim(m, this.k, this.input);
+    if (first === 'acquired:claimed') racesOnNewKeys++;
+    await compare(
+      m,
+      r,
+      this.k,
+      [first, second].sort().join(' '),
+      [outcomeOf(viaBatch), outcomeOf(viaSingle)].sort().join(' '),
+    );
+    expect(outcomeOf(fresh)).toBe('acquired:claimed');
+    const rec = await batched.get(companion.key);
+    expect(rec && { status: rec.status, epoch: rec.epoch, last: rec.lastTransition }).toEqual({
+      status: 'locked',
+      epoch: 1,
+      last: 'claimed',
+    });
+    expect(rec?.transitions?.map((x) => [x.transition, x.epoch])).toEqual([['claimed', 1]]);
+  }
+  override toString = () => `race(k${this.k}, input ${this.input}: batched with a new key, and single)`;
+}
+
 type FencedKind = 'heartbeat' | 'complete' | 'fail' | 'fail_retryable' | 'release' | 'unknown';
 const FENCED: Record<FencedKind, { transition?: Transition; status?: LedgerStatus; expires: boolean }> = {
   heartbeat: { expires: false },
@@ -310,6 +360,41 @@ class Fenced implements Cmd {
     await compare(m, r, this.k, expected, actual);
   }
   toString = () => `${this.kind}(k${this.k}${this.behind ? ', stale epoch' : ''})`;
+}
+
+/**
+ * The row of a held claim is lost (deleted, as a restore or a promoted asynchronous standby loses
+ * it), then its holder comes to record its outcome: the completion finds no row (a lost record,
+ * never stale) and the holder writes the row back `unknown` at its epoch (`record_lost`), the only
+ * transition left in its record. Without a locked row it only checks that a write-back over a row
+ * at the same epoch or above writes nothing.
+ */
+class LoseRecord implements Cmd {
+  constructor(readonly k: number) {}
+  check = () => true;
+  async run(m: Model, r: Real) {
+    const l = r.ledgerAt(m.now);
+    const key = r.keys[this.k] as string;
+    const row = m.rows[this.k];
+    const options = payClaim(
+      r.resourceKeys[this.k] as string,
+      { downstream: DOWNSTREAMS[this.k] as Downstream },
+      row?.input ?? 1,
+    );
+    const error = { code: 'IDEMPOTENCY_RECORD_LOST', message: 'lost' };
+    if (row?.status !== 'locked') {
+      const written = row ? await l.recordLost(options, row.epoch, error) : null;
+      await compare(m, r, this.k, 'none', written === null ? 'none' : 'written');
+      return;
+    }
+    await t.query(`delete from ${t.schema}.idempotency_ledger where key = $1`, [key]);
+    expect(await fencedOutcome(() => l.complete(key, row.epoch, { ok: true }))).toBe('lost');
+    const written = await l.recordLost(options, row.epoch, error);
+    m.transitions[this.k] = [];
+    record(m, this.k, { ...row, status: 'unknown', leaseUntil: null, expiresAt: null }, 'record_lost');
+    await compare(m, r, this.k, 'written', written === null ? 'none' : 'written');
+  }
+  toString = () => `lose record(k${this.k})`;
 }
 
 class Invalidate implements Cmd {
@@ -382,6 +467,7 @@ class Advance implements Cmd {
 const key = fc.integer({ min: 0, max: DOWNSTREAMS.length - 1 });
 const COMMANDS = [
   fc.tuple(key, fc.integer({ min: 1, max: 2 })).map(([k, input]) => new Claim(k, input)),
+  fc.tuple(key, fc.integer({ min: 1, max: 2 })).map(([k, input]) => new RaceClaim(k, input)),
   fc
     .tuple(
       fc.constantFrom<FencedKind>('heartbeat', 'complete', 'fail', 'fail_retryable', 'release', 'unknown'),
@@ -390,6 +476,7 @@ const COMMANDS = [
     )
     .map(([kind, k, behind]) => new Fenced(kind, k, behind)),
   key.map((k) => new Invalidate(k)),
+  key.map((k) => new LoseRecord(k)),
   fc.tuple(key, fc.boolean()).map(([k, committed]) => new Resolve(k, committed)),
   fc.constantFrom(31_000, 61_000).map((ms) => new Advance(ms)),
 ];
@@ -402,6 +489,7 @@ describe('the ledger against a model of its state machine', () => {
         fc.asyncProperty(fc.commands(COMMANDS, { maxCommands: 40, size: 'max' }), async (cmds) => {
           const id = ++run;
           const byOffset = new Map<number, PostgresLedger>();
+          const singleByOffset = new Map<number, PostgresLedger>();
           const resourceKeys = DOWNSTREAMS.map((d) => `model:${id}:${d}:${Math.random()}`);
           const real: Real = {
             resourceKeys,
@@ -415,13 +503,23 @@ describe('the ledger against a model of its state machine', () => {
               }
               return l;
             },
+            singleAt: (now) => {
+              let l = singleByOffset.get(now);
+              if (!l) {
+                l = new PostgresLedger({ pool, schema: t.schema, clockOffsetMs: now, batching: false });
+                singleByOffset.set(now, l);
+                ledgers.push(l);
+              }
+              return l;
+            },
+            companions: 0,
           };
           const model: Model = { now: 0, rows: [], transitions: DOWNSTREAMS.map(() => []) };
           await fc.asyncModelRun(() => ({ model, real }), cmds);
         }),
         // Bounded for a loaded machine (each command is one to three statements); a fixed seed, so
         // that every run of the suite reaches each transition and outcome checked below.
-        { numRuns: 60, seed: 20261201 },
+        { numRuns: 60, seed: 20261202 },
       );
     } finally {
       for (const l of ledgers) await l.close();
@@ -437,8 +535,10 @@ describe('the ledger against a model of its state machine', () => {
       'unknown:transitioned',
       'stale',
       'illegal',
+      'lost',
     ];
     expect(outcomes.filter((o) => !seen.has(o))).toEqual([]);
     expect(commandsRun).toBeGreaterThan(500);
+    expect(racesOnNewKeys).toBeGreaterThan(20);
   });
 });

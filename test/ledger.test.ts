@@ -70,7 +70,7 @@ describe('claim', () => {
     // Completions coalesce too, each fenced by its own epoch: one stale write in the batch fails alone.
     const results = await Promise.allSettled([
       ...acquired.map((o) => ledger.complete(o.key, o.epoch, { k: o.key })),
-      ledger.complete(acquired[0]?.key as string, 99, 'stale'),
+      ledger.complete(acquired[0]?.key as string, 0, 'stale'),
     ]);
     expect(results.slice(0, 20).every((r) => r.status === 'fulfilled')).toBe(true);
     expect(results[20]).toMatchObject({ status: 'rejected', reason: { code: ERROR_CODES.staleEpoch } });

@@ -172,3 +172,19 @@ export class NotMigratedError extends IdempotencyError<typeof ERROR_CODES.notMig
     return this.details.missing;
   }
 }
+
+/**
+ * The ledger row of a claim the attempt held is gone, or holds a lower epoch than the attempt's
+ * (epochs went back): the record was lost after the claim was acknowledged (a restore from backup,
+ * an asynchronous standby promoted). Never "stale": no newer attempt fenced this one, and a retry
+ * that claimed the key afresh would run the side effect again. See `docs/replication.md`.
+ */
+export class RecordLostError extends IdempotencyError<typeof ERROR_CODES.recordLost> {
+  constructor(details: RecordLostError['details']) {
+    super(
+      ERROR_CODES.recordLost,
+      `The record of ${details.key} was lost while epoch ${details.epoch} held it (${details.operation} found ${details.currentStatus === null ? 'no row' : `epoch ${details.currentEpoch}, status ${details.currentStatus}`}); it is not retried unattended`,
+      details,
+    );
+  }
+}

@@ -56,6 +56,18 @@ export const ERROR_CODES = {
   auditEventLost: 'AUDIT_EVENT_LOST',
   auditEventRefused: 'AUDIT_EVENT_REFUSED',
   auditBatchUndecodable: 'AUDIT_BATCH_UNDECODABLE',
+  /**
+   * The row of a claim an attempt held is gone, or its epoch went back (a restore, an asynchronous
+   * standby promoted): thrown by a fenced write, and recorded on the `unknown` row written back.
+   */
+  recordLost: 'IDEMPOTENCY_RECORD_LOST',
+  /** Logged by the operations process: a job schedule (the sweeper's) was missing from Redis and was re-created. */
+  scheduleMissing: 'IDEMPOTENCY_SCHEDULE_MISSING',
+  /**
+   * Logged by the operations process at start: the database could lose an acknowledged claim on a
+   * failover or crash (an asynchronous standby, `synchronous_commit` off or local); see docs/replication.md.
+   */
+  asyncReplica: 'IDEMPOTENCY_ASYNC_REPLICA',
 } as const;
 
 export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
@@ -128,6 +140,16 @@ export type IdempotencyErrorDetails = {
   IDEMPOTENCY_CONFIRMATION_TIMED_OUT: { id: string; expiresAt: Date; onTimeout: 'deny' | 'fail' };
   /** A reason code (a denied operation fails with a TerminalError of this code); never thrown as itself. */
   IDEMPOTENCY_CONFIRMATION_DENIED: never;
+  /** `currentEpoch`/`currentStatus`: the row found instead (null when there was none). */
+  IDEMPOTENCY_RECORD_LOST: {
+    key: string;
+    epoch: number;
+    operation: string;
+    currentEpoch: number | null;
+    currentStatus: string | null;
+  };
+  IDEMPOTENCY_SCHEDULE_MISSING: never;
+  IDEMPOTENCY_ASYNC_REPLICA: never;
 };
 
 /** The details table and the code table hold the same codes (checked when the library compiles). */

@@ -13,6 +13,7 @@ import {
   IllegalTransitionError,
   InvalidInputError,
   PayloadTooLargeError,
+  RecordLostError,
   SerializationError,
   StaleEpochError,
 } from '../errors/errors.js';
@@ -22,7 +23,13 @@ import { MicroBatcher } from './micro-batcher.js';
 import { parseTransitions } from './recorded-transition.js';
 import { type ClaimParams, type ParamsOf, type StatementName, statementValues } from './statement-params.js';
 import { type LedgerStatements, ledgerStatements } from './statements.js';
-import { type AcquiringTransition, type ClaimTransition, type OutcomeTransition, TRANSITIONS } from './transitions.js';
+import {
+  type AcquiringTransition,
+  type ClaimTransition,
+  type OutcomeTransition,
+  TRANSITIONS,
+  transitionSpec,
+} from './transitions.js';
 import type {
   ClaimOptions,
   ClaimOutcome,
@@ -124,11 +131,19 @@ export class PostgresLedger {
   readonly metrics: {
     staleWrites: number;
     claims: number;
+    /**
+     * Fenced writes (completions, failures, releases, heartbeats) that found the row of their
+     * claim gone, or at a lower epoch: records lost after they were acknowledged (see
+     * {@link RecordLostError}). Any count above zero means the database lost acknowledged writes.
+     */
+    readonly lostRecords: number;
     readonly poolErrors: number;
     /** ANALYZE statements this ledger ran on its young table (see StatisticsRefresh). */
     readonly tablesAnalyzed: number;
   };
   private readonly owned: boolean;
+  /** See `metrics.lostRecords`. */
+  private lost = 0;
   private readonly sql: LedgerStatements;
   /** Prepared-statement names; undefined when statements run unnamed. */
   private readonly names: Partial<Record<keyof LedgerStatements, string>>;
@@ -152,9 +167,13 @@ export class PostgresLedger {
         ? new StatisticsRefresh(pool, `${this.schema}.idempotency_ledger`)
         : undefined;
     this.statistics = statistics;
+    const lost = () => this.lost;
     this.metrics = {
       staleWrites: 0,
       claims: 0,
+      get lostRecords() {
+        return lost();
+      },
       get poolErrors() {
         return poolErrorCount(pool);
       },
@@ -193,32 +212,8 @@ export class PostgresLedger {
    * `acquired`; the others learn what the record says (replay, conflict, in progress...).
    */
   async claim(options: ClaimOptions): Promise<ClaimOutcome> {
-    const key = parseIdempotencyKey(options.key);
-    checkPositiveMs('leaseMs', options.leaseMs);
-    checkPositiveMs('retentionMs', options.retentionMs);
-    const k = boundedKey(key);
-    // The parts are stored only when the key is hashed: otherwise the key spells them. Only the
-    // hashed form holds '#' (a canonical string never does), so the canonical string is not made again.
-    const hashed = k.includes('#');
-    const req: ClaimRow = {
-      key: k,
-      claim: {
-        key: k,
-        namespace: hashed ? key.namespace : null,
-        resourceKey: hashed ? key.resourceKey : null,
-        version: hashed ? key.version : null,
-        operation: storableText(options.operation),
-        fingerprint: options.fingerprint,
-        leaseMs: options.leaseMs,
-        retentionMs: options.retentionMs,
-        downstream: options.downstream,
-        owner: textColumn(options.owner),
-        jobId: textColumn(options.jobId),
-        queue: textColumn(options.queue),
-        taskId: textColumn(options.taskId),
-        stepId: textColumn(options.stepId),
-      },
-    };
+    const req = claimRowOf(options);
+    const k = req.key;
     this.metrics.claims++;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const row = this.claimBatcher ? await this.claimBatcher.submit(req) : (await this.claimBatch([req])).get(k);
@@ -369,6 +364,29 @@ export class PostgresLedger {
   /** The attempt cannot tell whether its side effect committed: no unattended retry until resolved. */
   async markUnknown(key: KeyLike, epoch: number, error: RecordedError): Promise<WriteReceipt> {
     return this.finish(key, epoch, error, 'marked_unknown', null);
+  }
+
+  /**
+   * Writes back the record of a key whose row was lost while the attempt holding `epoch` ran
+   * (a fenced write threw {@link RecordLostError}): `unknown` at that epoch, with `error` (its
+   * code `IDEMPOTENCY_RECORD_LOST`), its transition `record_lost` recorded, so a retry or a
+   * duplicate job meets `unknown` and does not run. `options` are the attempt's claim (the same
+   * key, fingerprint, downstream and facts). Returns null, writing nothing, when the row is back
+   * at that epoch or above: another attempt has written it since.
+   * @example
+   * try { await ledger.complete(key, epoch, value); }
+   * catch (err) { if (err instanceof RecordLostError) await ledger.recordLost(claimOptions, epoch, recorded(err)); }
+   */
+  async recordLost(options: ClaimOptions, epoch: number, error: RecordedError): Promise<WriteReceipt | null> {
+    const req = claimRowOf(options);
+    const rows = await this.run('recordLost', {
+      claims: [req.claim],
+      clockOffsetMs: this.clockOffsetMs,
+      epoch,
+      errorJson: JSON.stringify(boundError(error)),
+    });
+    const row = rows[0];
+    return row ? { key: req.key, epoch, at: atOf(row) } : null;
   }
 
   /**
@@ -564,13 +582,22 @@ export class PostgresLedger {
     return text;
   }
 
-  /** Explains why a fenced write matched no row: a stale epoch, or a record not in `locked`. */
+  /**
+   * Explains why a fenced write matched no row: a stale epoch (a later attempt holds the key), a
+   * record not in `locked`, or a lost record: no row, or a row at a lower epoch than the one the
+   * writer holds. Epochs only rise, so the last two mean the row the claim wrote is gone (a
+   * restore, a promoted asynchronous standby): never stale, see {@link RecordLostError}.
+   */
   private async fenced(key: string, epoch: number, operation: string, executor?: LedgerExecutor): Promise<Error> {
     const cur = (await this.run('current', { key }, executor))[0];
     const currentEpoch = (cur?.epoch as number | undefined) ?? null;
     const currentStatus = (cur?.status as string | undefined) ?? null;
     if (currentEpoch === epoch) {
       return new IllegalTransitionError({ key, from: currentStatus, action: operation });
+    }
+    if (currentEpoch === null || currentEpoch < epoch) {
+      this.lost++;
+      return new RecordLostError({ key, epoch, operation, currentEpoch, currentStatus });
     }
     this.metrics.staleWrites++;
     return new StaleEpochError({ key, epoch, operation, currentEpoch, currentStatus });
@@ -601,9 +628,39 @@ function newRow(req: ClaimRow, inserted: Row): Row {
     status: 'locked',
     epoch: 1,
     fingerprint: req.claim.fingerprint,
-    last_transition: 'claimed',
+    transition: 'claimed',
     lease_expires_ms: at + req.claim.leaseMs,
     at_ms: inserted.at_ms,
+  };
+}
+
+/** A claim's options as the claim statements take them (checked). */
+function claimRowOf(options: ClaimOptions): ClaimRow {
+  const key = parseIdempotencyKey(options.key);
+  checkPositiveMs('leaseMs', options.leaseMs);
+  checkPositiveMs('retentionMs', options.retentionMs);
+  const k = boundedKey(key);
+  // The parts are stored only when the key is hashed: otherwise the key spells them. Only the
+  // hashed form holds '#' (a canonical string never does), so the canonical string is not made again.
+  const hashed = k.includes('#');
+  return {
+    key: k,
+    claim: {
+      key: k,
+      namespace: hashed ? key.namespace : null,
+      resourceKey: hashed ? key.resourceKey : null,
+      version: hashed ? key.version : null,
+      operation: storableText(options.operation),
+      fingerprint: options.fingerprint,
+      leaseMs: options.leaseMs,
+      retentionMs: options.retentionMs,
+      downstream: options.downstream,
+      owner: textColumn(options.owner),
+      jobId: textColumn(options.jobId),
+      queue: textColumn(options.queue),
+      taskId: textColumn(options.taskId),
+      stepId: textColumn(options.stepId),
+    },
   };
 }
 
@@ -662,7 +719,7 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
   const at = atOf(row);
   const status = row.status as LedgerStatus;
   if (row.acquired) {
-    const transition = row.last_transition as ClaimTransition;
+    const transition = claimTransitionOf(row);
     if (!TRANSITIONS[transition].startsAttempt) {
       return { kind: 'unknown', key, epoch, error: row.error as RecordedError, transitioned: true, at };
     }
@@ -713,6 +770,24 @@ function toOutcome(row: Row, fp: string): ClaimOutcome {
       // released/invalidated with the same fingerprint are claimable and never reach here.
       throw new IllegalTransitionError({ key, from: status, action: 'claim' });
   }
+}
+
+/**
+ * The claim transition a claim statement says it made (its `transition` column). Anything else is
+ * refused with a library error naming the key, never read as a transition: a statement that
+ * wrote a row and answered no transition would otherwise surface as a TypeError after the write.
+ */
+function claimTransitionOf(row: Row): ClaimTransition {
+  const name = row.transition;
+  const spec = typeof name === 'string' ? transitionSpec(name) : undefined;
+  if (spec?.by !== 'claim') {
+    throw new IllegalTransitionError({
+      key: row.key as string,
+      from: (row.status as string | undefined) ?? null,
+      action: `read the claim transition (${JSON.stringify(name ?? null)}, not a claim transition) of`,
+    });
+  }
+  return name as ClaimTransition;
 }
 
 /**

@@ -43,6 +43,7 @@ export const TRANSITION_CODES: Readonly<Record<Transition, number>> = {
   invalidated: 11,
   resolved_committed: 12,
   resolved_not_committed: 13,
+  record_lost: 14,
 };
 
 const BY_CODE = new Map<number, Transition>(

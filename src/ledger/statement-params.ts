@@ -76,6 +76,7 @@ const claimValues = ({ claims, clockOffsetMs }: ClaimBatch): unknown[] => [
 export const STATEMENT_PARAMS = {
   claim: claimValues,
   insertNew: claimValues,
+  recordLost: (p: ClaimBatch & { epoch: number; errorJson: string }) => [...claimValues(p), p.epoch, p.errorJson],
   peek: (p: { keys: readonly string[]; fingerprints: readonly string[] } & Clock) => [
     p.keys,
     p.fingerprints,

@@ -109,10 +109,18 @@ export function ledgerStatements(table: string, auditEventIds = `${table.split('
    * as whole milliseconds (int8, cut as the driver cuts timestamps, cheaper to read: every claim
    * and replay reads them).
    */
-  const cols = (x: string) =>
+  const cols = (x: string, made = 'null::text') =>
     `${x}.key, ${x}.status, ${x}.epoch, ${fpText(`${x}.fingerprint`)} as fingerprint, ${ms(`${x}.lease_expires_at`)} as lease_expires_ms,
-  ${x}.result, ${x}.error, ${ms(completedAt(x))} as completed_ms, ${ms(expiresAt(x))} as expires_ms, ${x}.last_transition`;
-  const returning = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, last_transition, updated_at, retention_ms`;
+  ${x}.result, ${x}.error, ${ms(completedAt(x))} as completed_ms, ${ms(expiresAt(x))} as expires_ms, ${made} as transition`;
+  /**
+   * The transition the upsert made, by name: its insert makes `claimed` at epoch 1 (which no
+   * update of a row makes: an update raises the epoch), its update the one it chose and wrote
+   * (claimTransition). Not the `last_transition` column alone: an insert leaves it null by design
+   * (the record of transitions holds it, migration 0008), and a key the full claim inserted came
+   * back with no transition the outcome mapping could read.
+   */
+  const made = `case when epoch = 1 then 'claimed' else last_transition end as made`;
+  const returning = `key, status, epoch, fingerprint, lease_expires_at, result, error, completed_at, expires_at, updated_at, retention_ms, ${made}`;
   const N = now(15);
   /**
    * A claim's `sweep_after` (migration 0010): the claim's time plus the retention, before which
@@ -177,7 +185,7 @@ ins as (
   where ${claimable('l', 'excluded.fingerprint', N)}
   returning ${returning}
 )
-select ${cols('ins')}, true as acquired, true as claimable, null::int8 as retry_after_ms, ${ms('updated_at')} as at_ms from ins
+select ${cols('ins', 'ins.made')}, true as acquired, true as claimable, null::int8 as retry_after_ms, ${ms('updated_at')} as at_ms from ins
 union all
 select ${cols('c')}, false, ${claimable('c', 'c.want', N)},
   case when c.status = 'locked' then greatest(0, ceil(extract(epoch from (c.lease_expires_at - ${N})) * 1000))::int8 end,
@@ -210,6 +218,33 @@ from unnest($1::text[], $2::text[]) as i(key, want) join ${table} l on l.key = i
   where not exists (select 1 from ${table} x where x.key = i.key)
   order by i.key
   returning key, ${ms('updated_at')} as at_ms`,
+
+    /**
+     * The write-back of a lost record (transition `record_lost`): the attempt holding epoch $17
+     * found its row gone, or at a lower epoch (a restore, a promoted asynchronous standby). The row
+     * comes back `unknown` at that epoch with the error $18 (code `IDEMPOTENCY_RECORD_LOST`), so a
+     * retry or a duplicate job meets it and does not run; a row already at that epoch or above
+     * (another attempt wrote it) is left alone and no row is returned. The record of transitions
+     * starts again with this one when the row was gone (the rest went with it).
+     * Params: 1..16 as the claim's (one key); 17 epoch; 18 error json.
+     */
+    recordLost: `insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
+    downstream, retention_ms, job_id, queue, task_id, step_id, updated_at, error, transitions, sweep_after)
+  select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'unknown', $17::int4,
+    i.downstream, i.retention_ms, i.job_id, i.queue, i.task_id, i.step_id, ${N}, $18::jsonb,
+    ${entry(code('record_lost'), '$17::int4', ms(N), `'o', i.owner, 'j', i.job_id, 'q', i.queue, 'k', i.task_id, 'c', $18::jsonb->>'code'`)},
+    ${sweepAfter('i')}
+  from ${claimInput}
+  on conflict (key) do update set status = 'unknown', epoch = excluded.epoch, error = excluded.error,
+    lease_owner = null, lease_expires_at = null, last_transition = null, result = null, retryable = null,
+    completed_at = null, expires_at = null, claimed_at = null, claim_transition = null,
+    operation = excluded.operation, fingerprint = excluded.fingerprint, downstream = excluded.downstream,
+    retention_ms = excluded.retention_ms, job_id = excluded.job_id, queue = excluded.queue,
+    task_id = coalesce(excluded.task_id, l.task_id), step_id = coalesce(excluded.step_id, l.step_id),
+    updated_at = excluded.updated_at,
+    transitions = ${append('l.transitions', code('record_lost'), 'excluded.epoch', N, `'j', excluded.job_id, 'q', excluded.queue, 'k', excluded.task_id, 'c', excluded.error->>'code'`)}
+  where l.epoch < excluded.epoch
+  returning ${ms('updated_at')} as at_ms`,
 
     /** Params: 1 key, 2 epoch, 3 lease_ms, 4 clock offset. */
     heartbeat: `update ${table} set lease_expires_at = ${now(4)} + $3::int8 * interval '1 millisecond'

@@ -24,4 +24,5 @@ export type Transition =
   | 'marked_unknown'
   | 'invalidated'
   | 'resolved_committed'
-  | 'resolved_not_committed';
+  | 'resolved_not_committed'
+  | 'record_lost';

@@ -142,6 +142,23 @@ export const TRANSITIONS = {
     supersedes: true,
     reasonCode: 'OPERATOR_INVALIDATED',
   },
+  /**
+   * The attempt holding an epoch found its row gone (or at a lower epoch) when it came to record
+   * its outcome: it writes the row back, `unknown`, at its own epoch (`downstream: 'none'` only;
+   * see `PostgresLedger.recordLost`). The record of the transitions before it went with the row.
+   */
+  record_lost: {
+    by: 'holder',
+    from: 'absent',
+    to: 'unknown',
+    event: 'unknown',
+    decision: 'pending_confirmation',
+    phase: 'outcome',
+    startsAttempt: false,
+    endsAttempt: true,
+    supersedes: false,
+    reasonCode: ERROR_CODES.recordLost,
+  },
   resolved_committed: { ...resolved, to: 'completed', reasonCode: 'OPERATOR_RESOLVED_COMMITTED' },
   resolved_not_committed: { ...resolved, to: 'released', reasonCode: 'OPERATOR_RESOLVED_NOT_COMMITTED' },
 } as const satisfies Record<Transition, TransitionSpec>;

@@ -14,6 +14,11 @@ export type HealthOptions = {
   workers: Record<string, { isRunning(): boolean }>;
   /** True once a shutdown began: both probes then answer 503. */
   stopping(): boolean;
+  /**
+   * The process's job schedules, by name, each true when it exists in Redis (read live). A missing
+   * one makes `/readyz` answer 503 naming it, until the process re-creates it (see SweeperSchedule).
+   */
+  schedules?(): Promise<Record<string, boolean>>;
   /** @defaultValue {@link DEFAULT_READY_TIMEOUT_MS} */
   readyTimeoutMs?: number;
 };
@@ -33,7 +38,8 @@ async function check(p: () => Promise<unknown>, timeoutMs: number): Promise<Chec
 /**
  * `/healthz` (liveness: the process is not stopping and its workers run; touches no service) and
  * `/readyz` (readiness: Postgres answers `select 1` and Redis answers a read of the audit queue, each within
- * `readyTimeoutMs`). Both answer 200 or 503 with a JSON body naming what failed, by code.
+ * `readyTimeoutMs`, and every job schedule exists). Both answer 200 or 503 with a JSON body naming
+ * what failed, by code (a missing schedule by name: `schedules: { missing: ['sweeper'] }`).
  */
 export function healthRoutes(options: HealthOptions): HttpRoute[] {
   const timeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
@@ -55,12 +61,26 @@ export function healthRoutes(options: HealthOptions): HttpRoute[] {
       path: '/readyz',
       handle: async () => {
         if (options.stopping()) return { status: 503, body: { status: 'stopping' } };
-        const [postgres, redis] = await Promise.all([
+        let found: Record<string, boolean> = {};
+        const [postgres, redis, scheduled] = await Promise.all([
           check(() => options.pool.query({ text: 'select 1', query_timeout: timeoutMs } as pg.QueryConfig), timeoutMs),
           check(options.pingRedis, timeoutMs),
+          options.schedules
+            ? check(async () => {
+                found = await (options.schedules as () => Promise<Record<string, boolean>>)();
+              }, timeoutMs)
+            : 'ok',
         ]);
-        const ready = postgres === 'ok' && redis === 'ok';
-        return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'not ready', postgres, redis } };
+        const missing = Object.keys(found).filter((name) => !found[name]);
+        const schedules = scheduled === 'ok' ? (missing.length > 0 ? { missing } : 'ok') : scheduled;
+        const ready = postgres === 'ok' && redis === 'ok' && schedules === 'ok';
+        const body = {
+          status: ready ? 'ready' : 'not ready',
+          postgres,
+          redis,
+          ...(options.schedules ? { schedules } : {}),
+        };
+        return { status: ready ? 200 : 503, body };
       },
     },
   ];

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { Queue, type Worker } from 'bullmq';
+import type pg from 'pg';
 import type { Logger } from 'pino';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { WriteBatchResult } from '../audit/audit-store.js';
@@ -14,8 +15,14 @@ import { errorLabel } from '../errors/clean-name.js';
 import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from '../jobs/audit-backfill.js';
 import { createAuditWriter } from '../jobs/audit-writer.js';
-import { createSweeperWorker, DEFAULT_SWEEPER_QUEUE, scheduleLedgerSweeper } from '../jobs/ledger-sweeper.js';
+import {
+  createSweeperWorker,
+  DEFAULT_SWEEPER_QUEUE,
+  SweeperSchedule,
+  sweeperScheduled,
+} from '../jobs/ledger-sweeper.js';
 import { PostgresLedger } from '../ledger/postgres-ledger.js';
+import { readReplicationFacts, replicationRisk } from '../ledger/replication-check.js';
 import { OperationsMetrics } from '../observability/operations-metrics.js';
 import { healthRoutes } from './health-routes.js';
 import { type HttpRoute, OpsHttpServer } from './http-server.js';
@@ -51,6 +58,8 @@ export type OperationsProcess = {
    */
   close(options?: { timeoutMs?: number }): Promise<{ clean: boolean }>;
   readonly workers: { auditWriter: Worker; backfill: Worker; sweeper: Worker };
+  /** The sweeper's schedule, kept in Redis: re-created when a check finds it missing. */
+  readonly schedules: { sweeper: SweeperSchedule };
   /** The HTTP server, when `BQI_HTTP_PORT` is set: mount more routes with `http.route()`. */
   readonly http: OpsHttpServer | undefined;
   readonly logger: Logger;
@@ -79,6 +88,31 @@ function processRegistry(options: OperationsProcessOptions): Registry {
 // redaction policy is applied where events are created (the wrapper, with the operation's
 // policy), so this emitter passes events through unchanged.
 const passThroughRedactor: AuditRedactor = (event) => event;
+
+/**
+ * Logs one warning (`IDEMPOTENCY_ASYNC_REPLICA`) when the database could lose a claim it
+ * acknowledged (see `replicationRisk` and docs/replication.md). What cannot be read is logged at
+ * debug level: the check never stops a start.
+ */
+async function warnOfReplicationRisk(pool: pg.Pool, logger: Logger): Promise<void> {
+  try {
+    const facts = await readReplicationFacts(pool);
+    const risk = replicationRisk(facts);
+    if (!risk) return;
+    logger.warn(
+      {
+        code: ERROR_CODES.asyncReplica,
+        reasons: risk.reasons,
+        asyncStandbys: risk.asyncStandbys,
+        synchronousCommit: facts.synchronousCommit,
+        synchronousStandbyNames: facts.synchronousStandbyNames,
+      },
+      'an acknowledged claim could be lost on failover or crash: lost records become unknown and need an operator (docs/replication.md)',
+    );
+  } catch (err) {
+    logger.debug({ err: errorLabel(err) }, 'replication settings not read');
+  }
+}
 
 /**
  * Starts the audit writer, the backfill worker and the sweeper (scheduler + worker), and the HTTP
@@ -116,6 +150,7 @@ export async function startOperationsProcess(
   let http: OpsHttpServer | undefined;
   try {
     await assertMigrated(pool, config.schema);
+    await warnOfReplicationRisk(pool, logger);
     // One URL, or the nodes of a Redis Cluster (a shared ioredis Cluster, closed last).
     redis = await openRedis(config.redisUrl);
     const { connection } = redis;
@@ -178,6 +213,9 @@ export async function startOperationsProcess(
       createBackfillWorker({ connection, prefix, pool, schema: config.schema, auditQueue, logger }),
     );
     const sweeper = track(createSweeperWorker({ connection, ledger, prefix, emitter, logger }));
+    // Re-created whenever a check (every sweep interval) finds it gone from Redis.
+    const sweepSchedule = new SweeperSchedule(sweeperQueue, config.sweepEveryMs, logger);
+    opened.push(async () => sweepSchedule.stop());
 
     const metrics =
       config.httpPort === undefined
@@ -218,6 +256,7 @@ export async function startOperationsProcess(
             pool,
             pingRedis: async () => (await auditQueue.backend.client).llen(auditQueue.toKey('wait')),
             workers,
+            schedules: async () => ({ sweeper: await sweeperScheduled(sweeperQueue) }),
             stopping: () => closing !== undefined,
           }),
           {
@@ -246,10 +285,11 @@ export async function startOperationsProcess(
     }
     const server = http;
     // Scheduled once everything has started (the port too): a start that fails leaves nothing in Redis.
-    await scheduleLedgerSweeper(sweeperQueue, config.sweepEveryMs);
+    await sweepSchedule.start();
 
     // Producers of audit events stop first, then the emitter flushes, then the writer.
     const graceful = async () => {
+      sweepSchedule.stop();
       await Promise.all([backfill.close(), sweeper.close()]);
       await emitter.close();
       await auditWriter.close();
@@ -298,7 +338,7 @@ export async function startOperationsProcess(
       },
       'started',
     );
-    return { close, workers, http: server, logger };
+    return { close, workers, schedules: { sweeper: sweepSchedule }, http: server, logger };
   } catch (err) {
     await settleWithin(Promise.allSettled(opened.map((close) => close(true))), FORCE_CLOSE_MS);
     await http?.close();

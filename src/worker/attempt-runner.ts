@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
 import { parkedMark, recheckParked } from '../confirm/parked-job.js';
 import { isInfraError } from '../db/infra-error.js';
-import { StaleEpochError } from '../errors/errors.js';
+import { RecordLostError, StaleEpochError } from '../errors/errors.js';
 import { isIdempotencyError } from '../errors/idempotency-error.js';
 import { boundedKey } from '../keys/idempotency-key.js';
 import type { Operation } from '../operation/define-operation.js';
@@ -157,6 +157,13 @@ export class AttemptRunner<I, R, DB> {
       if (state.recorded) return state.recorded.result;
       // The keeper, not its signal: the signal is made only if the completion has to be asked again.
       return (await this.recorder.complete(scope, epoch, value, keeper)).result;
+    } catch (err) {
+      // The operation's own row was lost (a step's lost row is its step's to meet): never stale.
+      if (err instanceof RecordLostError && err.details.key === scope.k) {
+        const claimed = claimOptions(this.s as RunnerSettings<unknown>, scope, this.s.op.name, fp);
+        return await this.recorder.recordLost(scope, claimed, epoch, err, keeper);
+      }
+      throw err;
     } finally {
       keeper.stop();
     }

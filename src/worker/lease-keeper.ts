@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { StaleEpochError } from '../errors/errors.js';
+import { RecordLostError, StaleEpochError } from '../errors/errors.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import { LeaseLostError } from './lease-lost-error.js';
 
@@ -82,6 +82,8 @@ export class LeaseKeeper {
   /** Why the last renewal failed, for the `lease_expired` message. */
   private lastFailure: string | undefined;
   private stopped = false;
+  /** A renewal found the claim's row gone (or at a lower epoch): renewals stop, see `renew`. */
+  private recordLost = false;
   private listening = false;
   private readonly onOuterAbort = () => this.controller?.abort(this.outer?.reason);
 
@@ -160,7 +162,7 @@ export class LeaseKeeper {
   private onExpiry(): void {
     // A stalled event loop makes this timer late: let answers already received land first.
     setImmediate(() => {
-      if (this.stopped) return;
+      if (this.stopped || this.recordLost) return;
       if (monotonic() < this.firesAt) {
         this.armExpiry();
         return;
@@ -175,7 +177,7 @@ export class LeaseKeeper {
 
   private tick(): void {
     this.renewTimer = undefined;
-    if (this.stopped) return;
+    if (this.stopped || this.recordLost) return;
     const started = monotonic();
     const budget = Math.min(this.firesAt - started, this.intervalMs);
     if (budget <= 0) {
@@ -230,6 +232,16 @@ export class LeaseKeeper {
       this.lastFailure = undefined;
       return true;
     } catch (err) {
+      if (err instanceof RecordLostError) {
+        // The row of the claim is gone (or its epoch went back): there is no lease left to keep
+        // or to lose, and no later attempt fenced this one. The processor is left to finish, not
+        // aborted (stopping it part-way would leave its effect no less ambiguous): its outcome
+        // meets the lost record when it is written, and is recorded as such (see
+        // AttemptRunner's handling of RecordLostError). Renewals and the expiry timer stop.
+        this.recordLost = true;
+        clearTimeout(this.expiryTimer);
+        return false;
+      }
       if (err instanceof StaleEpochError) {
         this.lose('lease_taken_over', `The lease of ${this.key} (epoch ${this.epoch}) was taken over`);
       } else {

@@ -1,6 +1,6 @@
-import { StaleEpochError, UnknownOutcomeError } from '../errors/errors.js';
+import { RecordLostError, StaleEpochError, UnknownOutcomeError } from '../errors/errors.js';
 import { isIdempotencyError } from '../errors/idempotency-error.js';
-import type { RecordedError } from '../ledger/types.js';
+import type { ClaimOptions, RecordedError } from '../ledger/types.js';
 import { unrecoverable } from '../sealing/bullmq-signals.js';
 import { recordedError } from '../sealing/sealed-error.js';
 import { sealResult } from '../sealing/sealed-result.js';
@@ -51,6 +51,8 @@ export class OutcomeRecorder {
       this.events.transition(scope, 'completed', { epoch, at: done.at });
       return done;
     } catch (err) {
+      // The claim's row is gone: not a refusal of the value; the attempt records it (recordLost).
+      if (err instanceof RecordLostError) throw err;
       if (err instanceof StaleEpochError) {
         // The side effect ran but another attempt holds the key now: report, never drop silently.
         this.events.emit(scope, 'stale_completion', 'deny', { epoch, reasonCode: err.code });
@@ -75,12 +77,35 @@ export class OutcomeRecorder {
     cls: Exclude<ErrorClass, 'reconcile'>,
     signal: SignalSource,
   ): Promise<void> {
-    const { ledger } = this.s.options;
     const error = recordedError(err, this.s.keyring);
     if (cls === 'unknown') return this.markUnknown(scope, epoch, error, signal);
     const mode = cls === 'terminal' ? 'terminal' : 'retryable';
-    const { at } =
-      cls === 'wait'
+    const written = await this.writeError(scope, epoch, error, cls, mode, signal);
+    if (!written) return;
+    this.events.transition(scope, cls === 'terminal' ? 'failed' : cls === 'wait' ? 'released' : 'failed_retryable', {
+      epoch,
+      at: written.at,
+      reasonCode: error.code,
+    });
+  }
+
+  /**
+   * The failure or release of {@link recordError}. Undefined when the claim's row was lost: the
+   * attempt committed nothing, so there is nothing to keep the key from (the next claim finds it
+   * absent and runs, which is what a release would have allowed); logged, and counted by the
+   * ledger (`lostRecords`).
+   */
+  private async writeError(
+    scope: AttemptScope,
+    epoch: number,
+    error: RecordedError,
+    cls: Exclude<ErrorClass, 'reconcile' | 'unknown'>,
+    mode: 'terminal' | 'retryable',
+    signal: SignalSource,
+  ): Promise<{ at: Date } | undefined> {
+    const { ledger } = this.s.options;
+    try {
+      return cls === 'wait'
         ? await this.persist(
             'release',
             signal,
@@ -93,11 +118,54 @@ export class OutcomeRecorder {
             () => ledger.fail(scope.k, epoch, error, mode),
             landedAs(scope.k, epoch, mode === 'terminal' ? 'failed' : 'released'),
           );
-    this.events.transition(scope, cls === 'terminal' ? 'failed' : cls === 'wait' ? 'released' : 'failed_retryable', {
-      epoch,
-      at,
-      reasonCode: error.code,
-    });
+    } catch (err) {
+      if (!(err instanceof RecordLostError)) throw err;
+      this.s.options.logger?.error(
+        { key: scope.k, epoch, code: err.code, currentEpoch: err.details.currentEpoch },
+        'the record of the claim was lost; the attempt committed nothing, so nothing is written back',
+      );
+      return undefined;
+    }
+  }
+
+  /**
+   * The attempt holding `epoch` found its claim's row gone, or at a lower epoch (a restore, a
+   * promoted asynchronous standby): its outcome cannot be recorded where it was claimed, and a
+   * retry that claimed the key afresh would run the effect again. What happens depends on the
+   * operation's downstream:
+   * - `none`: the row is written back `unknown` at this epoch with `IDEMPOTENCY_RECORD_LOST`
+   *   (transition `record_lost`, audited as the `unknown` event); the job fails unrecoverably, and
+   *   a retry or a duplicate job meets `unknown` and does not run until an operator resolves it.
+   * - `idempotent` and `reconcile`: nothing is written back; a `stale_completion` event with the
+   *   code is reported and the job fails retryably with {@link RecordLostError}. The retry claims
+   *   the key afresh and runs again, sending the same `ctx.idempotencyKey`: the downstream's
+   *   deduplication by that key is what keeps the effect single (a `reconcile` downstream must
+   *   accept the key as well to be safe here; otherwise declare it `none`).
+   * Should another attempt have written the row back at this epoch or above meanwhile, the job
+   * fails retryably and its retry meets that row.
+   */
+  async recordLost(
+    scope: AttemptScope,
+    claim: ClaimOptions,
+    epoch: number,
+    err: RecordLostError,
+    signal: SignalSource,
+  ): Promise<never> {
+    this.s.options.logger?.error(
+      { key: scope.k, epoch, code: err.code, currentEpoch: err.details.currentEpoch, downstream: claim.downstream },
+      'the record of a held claim was lost (restored or failed-over database?)',
+    );
+    if (claim.downstream === 'none') {
+      const written = await this.persist('recordLost', signal, () =>
+        this.s.options.ledger.recordLost(claim, epoch, recordedError(err, this.s.keyring)),
+      );
+      if (written) {
+        this.events.transition(scope, 'record_lost', { epoch, at: written.at, reasonCode: err.code });
+        throw unrecoverable(err);
+      }
+    }
+    this.events.emit(scope, 'stale_completion', 'deny', { epoch, reasonCode: err.code });
+    throw err;
   }
 
   /** Marks the key unknown: its effect may have committed and cannot be checked; an operator decides. */

@@ -3,6 +3,7 @@ import { type AuditBacklog, auditBacklog } from '../../audit/audit-backlog.js';
 import { type DeadLetterStats, deadLetterStats } from '../../audit/dead-letters.js';
 import { ServiceUnavailableError } from '../../config/errors.js';
 import { ConfirmationStore } from '../../confirm/confirmation-store.js';
+import { DEFAULT_SWEEPER_QUEUE, sweeperScheduled } from '../../jobs/ledger-sweeper.js';
 import { LEDGER_STATUSES, type LedgerStats, ledgerStats } from '../../ledger/scans.js';
 import type { CliContext } from '../context.js';
 import { formatDuration, toJson } from '../format.js';
@@ -19,6 +20,12 @@ export type Stats = {
    * outbox counts and `queueNotRead` says why.
    */
   audit: AuditBacklog & { deadLetters: DeadLetterStats; queueNotRead?: string };
+  /**
+   * The operations process's job schedules, kept only in Redis: `true` when present. A missing one
+   * (Redis lost its data) is re-created by a running operations process at its next check; null
+   * when Redis was not read.
+   */
+  schedules: { sweeper: boolean } | null;
 };
 
 /**
@@ -40,11 +47,12 @@ export async function collectStats(ctx: CliContext): Promise<Stats> {
   const pool = await ctx.pool();
   const s = ctx.schema;
   const auditQueue = await auditQueueOf(ctx);
-  const [ledger, confirmations, backlog, deadLetters] = await Promise.all([
+  const [ledger, confirmations, backlog, deadLetters, sweeper] = await Promise.all([
     ledgerStats(pool, s),
     new ConfirmationStore(pool, s).pending(),
     auditBacklog(pool, s, auditQueue.queue),
     deadLetterStats(pool, s),
+    auditQueue.queue ? sweeperScheduled(await ctx.queue(DEFAULT_SWEEPER_QUEUE)) : null,
   ]);
   return {
     schema: s,
@@ -52,6 +60,7 @@ export async function collectStats(ctx: CliContext): Promise<Stats> {
     ledger,
     confirmations: { pending: confirmations.count, oldestPendingAt: confirmations.oldestAt },
     audit: { ...backlog, deadLetters, ...(auditQueue.notRead ? { queueNotRead: auditQueue.notRead } : {}) },
+    schedules: sweeper === null ? null : { sweeper },
   };
 }
 
@@ -98,6 +107,14 @@ export function renderStats(st: Stats): string {
       A.outbox.oldestAt ? `, oldest ${ago(A.outbox.oldestAt, now)}; drained by backfill` : ''
     }`,
     `  dead letters  ${A.deadLetters.count}${A.deadLetters.newestAt ? ` (newest ${ago(A.deadLetters.newestAt, now)})` : ''}`,
+    `schedules`,
+    `  sweeper       ${
+      st.schedules === null
+        ? 'not read (no Redis)'
+        : st.schedules.sweeper
+          ? 'scheduled'
+          : 'MISSING from Redis: a running operations process re-creates it at its next check (one sweep interval)'
+    }`,
   );
   return lines.join('\n');
 }
