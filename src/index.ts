@@ -34,6 +34,7 @@ export {
   MissingIdempotencyKeyError,
   PayloadTooLargeError,
   RecordedFailureError,
+  RecordLostError,
   SealError,
   SerializationError,
   StaleEpochError,
