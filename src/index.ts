@@ -74,6 +74,7 @@ export {
   type OperatorOptions,
   type QueuedOperation,
 } from './runtime/create-idempotency.js';
+export { idempotencyOptionsFromEnv } from './runtime/from-env.js';
 export type { IdempotencyAuditOptions, IdempotencyOptions } from './runtime/options.js';
 export type { IdempotencyWorkerOptions, ProcessorOptions } from './runtime/worker-options.js';
 export {

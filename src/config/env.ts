@@ -212,7 +212,7 @@ const cliSchema = z.object({
   BQI_KEYRING: keyringSpec.optional(),
 });
 
-type Env = Record<string, string | undefined>;
+export type Env = Record<string, string | undefined>;
 
 const REQUIRED_HINT: Record<string, string> = {
   DATABASE_URL: 'is required (e.g. postgres://user:password@host:5432/db)',
