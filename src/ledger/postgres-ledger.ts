@@ -70,7 +70,30 @@ export type LedgerOptions = PostgresOptions & {
    * new PostgresLedger({ connectionString: 'postgres://app@pgbouncer:6432/app', preparedStatements: false });
    */
   preparedStatements?: boolean;
+  /**
+   * Seals what the ledger keeps, for a ledger used on its own (outside `createIdempotency` and
+   * `withIdempotency`, which seal before they call it and give it no keyring): a result given to
+   * `complete` or `resolve` is stored as `{"$sealed": …}` (AES-256-GCM under the keyring's
+   * current key, opened by `unseal` too), an error given to `fail` or `markUnknown` keeps its code
+   * and name with its message sealed; `claim` replays and `get` return results opened.
+   * **Without it, the ledger stores results and error messages exactly as given, in clear.**
+   * @example
+   * new PostgresLedger({ connectionString, keyring: defineKeyring({ keys: [{ id: 'k1', secret }] }) });
+   */
+  keyring?: LedgerKeyring;
 };
+
+/**
+ * What the ledger needs of a keyring to seal on its own (a `Keyring` from `defineKeyring` is one):
+ * the ledger sits below the sealing layer and knows no more of it than this.
+ */
+export type LedgerKeyring = {
+  seal(value: unknown, purpose: 'result' | 'error'): string;
+  open(sealed: string, purpose: 'result' | 'error'): unknown;
+};
+
+/** The field of a sealed result (as `sealResult` makes it) that holds the whole value. */
+const SEALED = '$sealed';
 
 type ClaimRow = { key: string; claim: ClaimParams };
 
@@ -149,6 +172,7 @@ export class PostgresLedger {
   private readonly names: Partial<Record<keyof LedgerStatements, string>>;
   private readonly maxResultBytes: number;
   private readonly clockOffsetMs: number;
+  private readonly keyring: LedgerKeyring | undefined;
   private kysely: Kysely<unknown> | undefined;
   private readonly claimBatcher: MicroBatcher<ClaimRow, Row> | undefined;
   private readonly completeBatcher: MicroBatcher<CompleteRow, Row> | undefined;
@@ -190,6 +214,7 @@ export class PostgresLedger {
         : {};
     this.maxResultBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
     this.clockOffsetMs = Math.trunc(options.clockOffsetMs ?? 0);
+    this.keyring = options.keyring;
     if (options.batching !== false) {
       const maxBatch = options.batching?.maxBatch ?? 200;
       const maxInFlight = options.batching?.maxInFlight ?? 4;
@@ -219,7 +244,8 @@ export class PostgresLedger {
       const row = this.claimBatcher ? await this.claimBatcher.submit(req) : (await this.claimBatch([req])).get(k);
       // No row, or a snapshot that looked claimable while a concurrent claimer won: read again.
       if (!row || (!row.acquired && row.claimable)) continue;
-      return toOutcome(row, options.fingerprint);
+      const outcome = toOutcome(row, options.fingerprint);
+      return outcome.kind === 'completed' ? { ...outcome, result: this.opened(outcome.result) } : outcome;
     }
     // Every round saw a concurrent writer win between its read and its write: let the caller retry.
     throw new IdempotencyInProgressError({ key: k, retryAfterMs: 0 });
@@ -333,14 +359,14 @@ export class PostgresLedger {
     executor?: LedgerExecutor,
   ): Promise<WriteReceipt & { result: unknown }> {
     const k = toKey(key);
-    const text = this.encodeResult(result);
+    const text = this.encodeResult(this.sealed(result));
     const req = { key: k, epoch, text };
     const row =
       this.completeBatcher && !executor
         ? await this.completeBatcher.submit(req)
         : (await this.completeBatch([req], executor)).get(k);
     if (!row) throw await this.fenced(k, epoch, 'complete', executor);
-    return { key: k, epoch, at: new Date(Number(row.at_ms)), result: JSON.parse(text) };
+    return { key: k, epoch, at: new Date(Number(row.at_ms)), result: this.opened(JSON.parse(text)) };
   }
 
   /**
@@ -425,7 +451,7 @@ export class PostgresLedger {
     executor?: LedgerExecutor,
   ): Promise<WriteReceipt> {
     const k = toKey(key);
-    const text = outcome.committed ? this.encodeResult(outcome.result) : null;
+    const text = outcome.committed ? this.encodeResult(this.sealed(outcome.result)) : null;
     const params = {
       key: k,
       resultJson: text,
@@ -532,7 +558,9 @@ export class PostgresLedger {
   /** The full record of a key, or null. */
   async get(key: KeyLike): Promise<LedgerRecord | null> {
     const row = (await this.run('get', { key: toKey(key) }))[0];
-    return row ? toRecord(row) : null;
+    if (!row) return null;
+    const record = toRecord(row);
+    return this.keyring && record.result !== null ? { ...record, result: this.opened(record.result) } : record;
   }
 
   /** Closes the pool if the ledger opened it. */
@@ -550,7 +578,7 @@ export class PostgresLedger {
     reasonCode: string | null = null,
   ): Promise<WriteReceipt> {
     const k = toKey(key);
-    const errText = error ? JSON.stringify(boundError(error)) : null;
+    const errText = error ? JSON.stringify(boundError(this.sealedError(error))) : null;
     const status = TRANSITIONS[transition].to;
     const rows = await this.run('finish', {
       key: k,
@@ -564,6 +592,32 @@ export class PostgresLedger {
     });
     if (!rows[0]) throw await this.fenced(k, epoch, transition);
     return { key: k, epoch, at: atOf(rows[0]) };
+  }
+
+  /** A result as this ledger stores it: sealed when it has a keyring, else as given. */
+  private sealed(result: unknown): unknown {
+    return this.keyring ? { [SEALED]: this.keyring.seal(result, 'result') } : result;
+  }
+
+  /**
+   * A stored result as a replay returns it: opened when this ledger has a keyring and the value is
+   * sealed. A result written before the keyring was given is returned as it was stored.
+   */
+  private opened(stored: unknown): unknown {
+    const sealed = isObject(stored) ? stored[SEALED] : undefined;
+    return this.keyring && typeof sealed === 'string' ? this.keyring.open(sealed, 'result') : stored;
+  }
+
+  /** An error as this ledger stores it: with a keyring and no seal of its own, its message sealed. */
+  private sealedError(error: RecordedError): RecordedError {
+    if (!this.keyring || typeof error.sealed === 'string') return error;
+    const message = String(error.message ?? '');
+    const text = { name: error.name ?? 'Error', code: error.code, message, text: message };
+    return {
+      ...error,
+      message: `sealed message, ${Buffer.byteLength(message)} bytes`,
+      sealed: this.keyring.seal(text, 'error'),
+    };
   }
 
   private encodeResult(result: unknown): string {
@@ -867,3 +921,5 @@ const msDate = (v: unknown): Date => new Date(Number(v));
 
 /** The operator's columns of invalidate and resolve: actor and reason, storable, or null. */
 const operatorColumns = (by: OperatorFacts) => ({ actorId: textColumn(by.actorId), reason: textColumn(by.reason) });
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
