@@ -34,6 +34,7 @@ export {
 export {
   DEFAULT_MAX_RESULT_BYTES,
   type LedgerExecutor,
+  type LedgerKeyring,
   type LedgerOptions,
   PostgresLedger,
 } from '../ledger/postgres-ledger.js';
