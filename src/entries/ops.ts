@@ -17,6 +17,13 @@ export {
   MIN_CONFIRMATION_TOKEN_LENGTH,
 } from '../confirm/http-handler.js';
 export {
+  type ReplicationFacts,
+  type ReplicationRisk,
+  type ReplicationRiskReason,
+  readReplicationFacts,
+  replicationRisk,
+} from '../ledger/replication-check.js';
+export {
   HttpError,
   type HttpMethod,
   type HttpMountHandler,
