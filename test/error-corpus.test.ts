@@ -25,7 +25,7 @@ import { testOperation } from './fixtures/operations.js';
 import { settled } from './helpers/bullmq.js';
 import { waitFor } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
-import { pinoErrLine } from './helpers/pino-capture.js';
+import { capturePino, pinoErrLine } from './helpers/pino-capture.js';
 import { dumpPostgres, dumpRedis, plaintextFound } from './helpers/stores.js';
 import { wrapperFile } from './helpers/wrapper-file.js';
 
@@ -89,6 +89,13 @@ describe('a fresh corpus through every error path', () => {
       proxy: () => {
         throw new Proxy(new Error(`proxied ${all}`), { set: () => true, defineProperty: () => true });
       },
+      hostileProxy: () => {
+        // Every trap throws, with the corpus in its message: asked what it is, it answers with a secret.
+        const trap = () => {
+          throw new Error(`trap ${all}`);
+        };
+        throw new Proxy(new Error(`hostile ${all}`), { get: trap, getPrototypeOf: trap, ownKeys: trap, has: trap });
+      },
       frozen: () => {
         throw Object.freeze(Object.assign(new Error(`frozen ${all}`), { code: texts[2] }));
       },
@@ -138,6 +145,8 @@ describe('a fresh corpus through every error path', () => {
       redact: auditRedactor(policy),
     });
     const writer = b.auditWriter('audit', fileLedger().pool, { redactionPolicy: policy });
+    // The developer's log: scanned text only, a second line of defence (measured, not promised).
+    const { logger, lines } = capturePino({ level: 'warn' });
     const operation = testOperation({
       name: 'corpus.run',
       input: z.object({ kind: z.string(), blob: z.record(z.string(), z.literal(0)).optional() }),
@@ -161,7 +170,7 @@ describe('a fresh corpus through every error path', () => {
           (throwers[input.kind] as () => never)();
           return { ok: true as const };
         },
-        { ledger: fileLedger(), keyring: testKeyring, audit: emitter },
+        { ledger: fileLedger(), keyring: testKeyring, audit: emitter, logger, logErrorText: true },
       ),
     );
     const failed: unknown[] = [];
@@ -178,6 +187,13 @@ describe('a fresh corpus through every error path', () => {
     const finals = await Promise.all(jobIds.map((id) => settled(q, id, 30_000)));
     expect(finals.map((f) => f.state)).toEqual(jobIds.map(() => 'failed'));
     expect(failed).toHaveLength(jobIds.length);
+    const warned = lines()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { level: number; attempt?: number; code?: string });
+    expect(warned.filter((l) => l.level === 40 && l.attempt === 1 && typeof l.code === 'string')).toHaveLength(
+      jobIds.length,
+    ); // one warn line per failed attempt
     await emitter.flush();
     await waitFor(
       async () => Number((await t.query(`select count(*) from ${t.schema}.audit_events`)).rows[0]?.count) > 0,
@@ -202,7 +218,19 @@ describe('a fresh corpus through every error path', () => {
 
     if (process.env.CORPUS_DEBUG) {
       const count = (text: string) => plaintextFound(text, needles).length;
-      console.log('FOUND', { pg: count(pgText), redis: count(redisText), told: count(told), of: needles.length });
+      console.log('FOUND', {
+        pg: count(pgText),
+        redis: count(redisText),
+        told: count(told),
+        log: count(lines()),
+        of: needles.length,
+      });
+      console.log(
+        'LOG-MISSES',
+        plaintextFound(lines(), needles)
+          .map((n) => corpus.find((c) => c.needle === n)?.id ?? 'digit-key')
+          .join(' '),
+      );
       for (const [where, text] of [
         ['pg', pgText],
         ['redis', redisText],

@@ -1,4 +1,5 @@
 import { inspect, types } from 'node:util';
+import { isCleanName } from '../errors/clean-name.js';
 import { scanBounded } from './bounded-scan.js';
 import type { PolicyEngine } from './policy-engine.js';
 import { scanText } from './scanners/scan-text.js';
@@ -56,8 +57,9 @@ function read(value: object, prop: keyof ErrorLike): unknown {
   }
 }
 
+/** A class name that is an identifier and no token (`ghp_…` named as a class is not a name). */
 function safeName(name: unknown): string {
-  return typeof name === 'string' && SAFE_NAME.test(name) ? name : 'Error';
+  return typeof name === 'string' && SAFE_NAME.test(name) && isCleanName(name) ? name : 'Error';
 }
 
 /** A code that is an identifier and that no scanner objects to (`sk_live_…` is not a code). */
