@@ -19,6 +19,8 @@ import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { testOperation } from './fixtures/operations.js';
 import { settled } from './helpers/bullmq.js';
 import { waitFor } from './helpers/context.js';
+import { TEST_KEYRING_SPEC, testKeyring } from './helpers/keyring.js';
+import { childEnv, runTs } from './helpers/spawn.js';
 import { dumpPostgres, dumpRedis, plaintextFound } from './helpers/stores.js';
 import { wrapperFile } from './helpers/wrapper-file.js';
 
@@ -95,7 +97,7 @@ describe('a failed attempt is readable where it ran', () => {
   });
 
   it('a downstream answering 500 with a secret: nothing of it in Postgres, Redis or the listener; scanned in the log', async () => {
-    const keyring = defineKeyring({ keys: [{ id: 'k1', secret: randomBytes(32) }] });
+    const keyring = testKeyring; // the CLI opens the stored copy with the same keys
     const apiKey = `sk_live_${randomBytes(12).toString('hex')}`;
     const email = `jo.${randomBytes(4).toString('hex')}@example.org`;
     const server: Server = createServer((_req, res) => {
@@ -140,6 +142,16 @@ describe('a failed attempt is readable where it ran', () => {
     const line = lines.find((l) => l.level === 'warn');
     expect(line?.msg).toContain('downstream 500');
     expect(line?.msg).toContain('[redacted:');
+    // The hint is a command that works: with the keyring, the stored copy opens (audited).
+    const hinted = /inspect '([^']+)' --decrypt --reason/.exec(err.message)?.[1] as string;
+    const env = childEnv({ DATABASE_URL: t.databaseUrl, BQI_SCHEMA: t.schema, BQI_KEYRING: TEST_KEYRING_SPEC });
+    const opened = await runTs(
+      'src/cli/main.ts',
+      ['inspect', hinted, '--decrypt', '--reason', 'a 500 in development'],
+      env,
+    );
+    expect(opened.code, opened.stderr).toBe(0);
+    expect(opened.stdout).toContain(`invalid api key ${apiKey}`);
     expect(plaintextFound(JSON.stringify(lines), secrets)).toEqual([]);
   });
 
