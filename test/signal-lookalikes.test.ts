@@ -119,4 +119,44 @@ describe('errors that look like BullMQ signals', () => {
     );
     expect(originals.map((found) => found.length)).toEqual([1, 1, 1, 1]);
   });
+
+  it('a Proxy whose every trap throws, against a downstream that cannot dedupe: unknown, unrecoverable, sealed', async () => {
+    const keyring = defineKeyring({ keys: [{ id: 'k1', secret: randomBytes(32) }] });
+    const secret = fresh('hostile_');
+    const operation = testOperation({
+      name: 'hostile.run',
+      input: z.object({ id: z.string() }),
+      effect: (i) => i,
+      resourceKey: (i) => `r:${i.id}`,
+      downstream: 'none',
+    });
+    const q: Queue = closeAfter(b.queue('hostile'));
+    closeAfter(
+      b.worker(
+        'hostile',
+        withIdempotency(
+          operation,
+          async () => {
+            const trap = () => {
+              throw new Error(`trap ${secret}`);
+            };
+            throw new Proxy(new Error(`hostile ${secret}`), {
+              get: trap,
+              getPrototypeOf: trap,
+              has: trap,
+              ownKeys: trap,
+            });
+          },
+          { ledger: fileLedger(), keyring },
+        ),
+      ),
+    );
+    const r = await settled(q, (await operation.enqueue(q, { id: 'h' }, { jobOptions: { attempts: 3 } })).jobId);
+    expect(r.state).toBe('failed');
+    expect(r.job.attemptsMade).toBe(1); // unrecoverable: no blind retry of an effect that may have run
+    expect(r.failedReason).toMatch(/^IDEMPOTENCY_UNKNOWN_OUTCOME: /);
+    expect((await fileLedger().get(operation.keyFor({ id: 'h' })))?.status).toBe('unknown');
+    expect(plaintextFound(await dumpRedis(t), [secret])).toEqual([]);
+    expect(plaintextFound(await dumpPostgres(t), [secret])).toEqual([]);
+  });
 });

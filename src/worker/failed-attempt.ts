@@ -36,8 +36,9 @@ export function openHint(key: string): string {
  * go on as they are. Anything else becomes an error made of the code, the class name, the public
  * message (or the sealed marker) and, once the key is known, how to open the stored copy; the
  * error thrown stays reachable in this process through `originalError()`. Each such failure is
- * logged once at `warn` with the key, the epoch, the attempt and the original message, causes and
- * first stack frame as the value scanners leave them (a second line of defence, for logs only).
+ * logged once at `warn` with its code, key, epoch and attempt and the hint; with `logErrorText`,
+ * also the original message, causes and first stack frame as the value scanners leave them (a
+ * second line of defence, for logs only).
  */
 export function failedAttempt(err: unknown, at: FailedAttemptAt, s: FailedAttemptSettings): unknown {
   if (bullmqSignal(err) === 'wait' || ledgerUnreachable(err)) return err;

@@ -52,8 +52,14 @@ export async function settleProcessorError(
       ? err
       : unrecoverable(asRecordedFailure(err, scope.k, recorded), stands);
   }
-  throw unrecoverable(
-    err instanceof UnknownOutcomeError ? err : new UnknownOutcomeError({ key: scope.k, epoch }),
-    stands,
-  );
+  throw unrecoverable(isUnknownOutcome(err) ? err : new UnknownOutcomeError({ key: scope.k, epoch }), stands);
+}
+
+/** `instanceof` that a Proxy whose traps throw answers with false. */
+function isUnknownOutcome(err: unknown): err is UnknownOutcomeError {
+  try {
+    return err instanceof UnknownOutcomeError;
+  } catch {
+    return false;
+  }
 }
