@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { StaleEpochError } from '../src/errors/errors.js';
 import type { IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import { originalError } from '../src/sealing/original-error.js';
 import { unseal } from '../src/sealing/sealed-result.js';
 import { type CommitCountingServer, type Effect, postEffect, startCommitCounter } from '../src/testing/index.js';
 import { LeaseLostError } from '../src/worker/lease-keeper.js';
@@ -484,7 +485,9 @@ describe('6. BullMQ lock lost while the first worker still runs', () => {
       s.releaseA();
       const outcome = await within(s.aOutcome() ?? Promise.reject(new Error('no attempt A')), EVENT_MS, 'attempt A');
       expect(outcome.ok).toBe(false);
-      expect(outcome.ok ? undefined : outcome.error).toBeInstanceOf(StaleEpochError);
+      // What BullMQ gets carries the code; the library's error stays in this process.
+      expect(outcome.ok ? undefined : outcome.error).toMatchObject({ code: 'IDEMPOTENCY_STALE_EPOCH' });
+      expect(originalError(outcome.ok ? undefined : outcome.error)).toBeInstanceOf(StaleEpochError);
       expect(s.eventsA.map((e) => [e.type, e.epoch])).toEqual([
         ['claimed', 1],
         ['stale_completion', 1],

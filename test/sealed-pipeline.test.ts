@@ -277,7 +277,9 @@ describe('error text is sealed; code and class stay readable', () => {
 
     // Readable where it may be: code, class, the public message, the sealed marker.
     expect(results.get('terminal')?.failedReason).toMatch(/CARD_DECLINED.*the card was declined/);
-    expect(results.get('error')?.failedReason).toMatch(/^Error: sealed message, \d+ bytes$/);
+    expect(results.get('error')?.failedReason).toMatch(
+      /^Error: sealed message, \d+ bytes; open it with BQI_KEYRING set: /,
+    );
     expect(results.get('object')?.failedReason).toMatch(/^NON_ERROR_THROWN \(NonErrorThrown\): sealed message/);
     expect(results.get('code')?.failedReason).toMatch(/^ref:k1:[A-Za-z0-9_-]{22} \(Error\): sealed message/);
     // The stack BullMQ keeps carries the sealed text; with the key, it is all there.

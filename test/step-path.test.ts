@@ -13,6 +13,7 @@ import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { type IdempotencyKey, parseIdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import type { Operation } from '../src/operation/define-operation.js';
+import { originalError } from '../src/sealing/original-error.js';
 import type { WrapperEvent } from '../src/worker/types.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { testOperation } from './fixtures/operations.js';
@@ -171,20 +172,25 @@ describe('a step path that is the operation path', () => {
       runs++;
       throw new TerminalError('CARD_DECLINED', 'card declined');
     });
-    const causes: unknown[] = [];
-    w.on('failed', (_job: Job | undefined, err: Error) => causes.push(err.cause));
+    const told: Error[] = [];
+    w.on('failed', (_job: Job | undefined, err: Error) => told.push(err));
     const first = await q.add('ship', { order: 'declined' });
     expect((await settled(q, first.id as string)).state).toBe('failed');
     const replay = await q.add('ship', { order: 'declined' });
     expect((await settled(q, replay.id as string)).state).toBe('failed');
     expect(runs).toBe(1);
-    expect(causes).toHaveLength(2);
-    for (const cause of causes) {
-      expect(cause).toBeInstanceOf(RecordedFailureError);
-      expect(cause).toMatchObject({
-        code: 'IDEMPOTENCY_RECORDED_FAILURE',
-        details: { error: { code: 'CARD_DECLINED' } },
-      });
+    expect(told).toHaveLength(2);
+    for (const err of told) {
+      expect(err).toMatchObject({ code: 'IDEMPOTENCY_RECORDED_FAILURE' });
+      expect(err.cause).toBeUndefined(); // what listeners log carries no error of the processor's
     }
+    // In this process: the processor's own error on the first attempt, the recorded failure on the replay.
+    expect(originalError(told[0])).toBeInstanceOf(TerminalError);
+    expect(originalError(told[0])).toMatchObject({ code: 'CARD_DECLINED' });
+    expect(originalError(told[1])).toBeInstanceOf(RecordedFailureError);
+    expect(originalError(told[1])).toMatchObject({
+      code: 'IDEMPOTENCY_RECORDED_FAILURE',
+      details: { error: { code: 'CARD_DECLINED' } },
+    });
   });
 });

@@ -303,7 +303,7 @@ describe('withIdempotency', () => {
     const rd = await settled(q, d.id as string);
     // The code in clear, the processor's message sealed (its length only).
     expect(rd.failedReason).toMatch(
-      /^IDEMPOTENCY_RECORDED_FAILURE: Operation \S+ failed with CARD_DECLINED: sealed message, 13 bytes$/,
+      /^IDEMPOTENCY_RECORDED_FAILURE: Operation \S+ failed with CARD_DECLINED: sealed message, 13 bytes; open it with BQI_KEYRING set: npx bullmq-idempotency inspect '\S+' --decrypt --reason '<why>'$/,
     );
     expect(rd.job.attemptsMade).toBe(1);
     const d2 = await q.add('charge', { order: 'declined', amount: 1 });

@@ -1,6 +1,8 @@
 /** A code or class name: letters, digits and `_ . : -`, starting with a letter; 1–64 characters. */
 const NAME_GRAMMAR = /^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/;
 const SEGMENT = /[_.:-]/;
+/** More digits than this in a name make it data (a UUID has about 20, a card 16, `ERR_HTTP2_STREAM_ERROR` 1). */
+const MAX_DIGITS = 8;
 /** A Postgres SQLSTATE (`57P01`, `23505`): five digits or capitals, often starting with a digit. */
 const SQLSTATE = /^[0-9A-Z]{5}$/;
 
@@ -9,10 +11,13 @@ const SQLSTATE = /^[0-9A-Z]{5}$/;
  * error: it matches the grammar and no part of it looks like a token (a run over 12 characters
  * that mixes letters and digits, or any run over 32). `ECONNREFUSED`, `ERR_HTTP_HEADERS_SENT`,
  * `P2002`, `card-declined`, `amount` pass; `sk_live_4eC39HqLyjWDarjtT1zdp7dc` does not. A
- * grammar, not a list of secret formats: what it does not accept is never shown.
+ * grammar, not a list of secret formats: what it does not accept is never shown. More than eight
+ * digits in all make it data too, however it is cut (`HRKU-34e49671-f9f7-…`, `tel-07911-123456`).
  */
 export function isCleanName(value: string): boolean {
   if (!NAME_GRAMMAR.test(value)) return false;
+  // Short parts can still make a token between them (`HRKU-<uuid>`, an id with dashes): names carry few digits.
+  if ((value.match(/[0-9]/g)?.length ?? 0) > MAX_DIGITS) return false;
   for (const part of value.split(SEGMENT)) {
     if (part.length > 32) return false;
     if (part.length > 12 && /[0-9]/.test(part) && /[A-Za-z]/.test(part)) return false;
@@ -20,13 +25,17 @@ export function isCleanName(value: string): boolean {
   return true;
 }
 
-/** A data path (`items.0.amount`, `$.a[2].b`) with every segment that is not a clean name or an index shown as `…`. */
+/**
+ * A data path (`items[0].amount`, `$.a[2].b`) with every segment that is not a clean name or an
+ * index shown as `…`. Only `[n]` is an index: a key made of digits (`cards.4111111111111111`) is a
+ * key, and may be a card or a national number.
+ */
 export function cleanPath(path: string): string {
   if (path === '' || path === '$') return path || '(root)';
   return path
     .split(/(\[\d+\]|\.)/)
     .map((part) =>
-      part === '.' || part === '' || part === '$' || /^\[\d+\]$|^\d+$/.test(part) || isCleanName(part) ? part : '…',
+      part === '.' || part === '' || part === '$' || /^\[\d+\]$/.test(part) || isCleanName(part) ? part : '…',
     )
     .join('');
 }

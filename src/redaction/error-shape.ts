@@ -1,3 +1,5 @@
+import { inspect, types } from 'node:util';
+import { isCleanName } from '../errors/clean-name.js';
 import { scanBounded } from './bounded-scan.js';
 import type { PolicyEngine } from './policy-engine.js';
 import { scanText } from './scanners/scan-text.js';
@@ -11,6 +13,8 @@ export type RedactedError = {
   message: string;
   stack?: string;
   cause?: RedactedError;
+  /** An `AggregateError`'s first errors, scrubbed the same way. */
+  errors?: RedactedError[];
 };
 
 /** Options of `redactError`. */
@@ -25,6 +29,11 @@ export type RedactErrorOptions = {
    * @defaultValue 3
    */
   maxCauseDepth?: number;
+  /**
+   * How many of an `AggregateError`'s `errors` to keep.
+   * @defaultValue 0
+   */
+  maxAggregated?: number;
 };
 
 const SAFE_NAME = /^[A-Za-z_$][A-Za-z0-9_$.]{0,63}$/;
@@ -39,8 +48,18 @@ function isErrorLike(value: unknown): value is ErrorLike {
   );
 }
 
+/** A property of a thrown value that may be a getter that throws: read as a string, or undefined. */
+function read(value: object, prop: keyof ErrorLike): unknown {
+  try {
+    return (value as ErrorLike)[prop];
+  } catch {
+    return undefined;
+  }
+}
+
+/** A class name that is an identifier and no token (`ghp_…` named as a class is not a name). */
 function safeName(name: unknown): string {
-  return typeof name === 'string' && SAFE_NAME.test(name) ? name : 'Error';
+  return typeof name === 'string' && SAFE_NAME.test(name) && isCleanName(name) ? name : 'Error';
 }
 
 /** A code that is an identifier and that no scanner objects to (`sk_live_…` is not a code). */
@@ -70,15 +89,34 @@ export function redactErrorWith(
   depth = 0,
 ): RedactedError {
   if (typeof err === 'string') return { name: 'Error', message: scanBounded(engine, err, sink) };
-  if (!isErrorLike(err)) return { name: 'NonError', message: scanBounded(engine, describe(err), sink) };
-  const message = typeof err.message === 'string' ? err.message : describe(err.message);
-  const out: RedactedError = { name: safeName(err.name), message: '' };
-  const code = safeCode(engine, err.code, sink);
+  // A Proxy's traps run on every read (and may throw, or answer differently each time): it is
+  // shown as `util.inspect` shows it, which reads its target without running them.
+  if (types.isProxy(err)) return { name: 'Proxy', message: scanBounded(engine, inspect(err, { depth: 2 }), sink) };
+  let errorLike: boolean;
+  try {
+    errorLike = isErrorLike(err);
+  } catch {
+    errorLike = false;
+  }
+  if (!errorLike) return { name: 'NonError', message: scanBounded(engine, describe(err), sink) };
+  const e = err as object;
+  const rawMessage = read(e, 'message');
+  const message = typeof rawMessage === 'string' ? rawMessage : describe(rawMessage);
+  const out: RedactedError = { name: safeName(read(e, 'name')), message: '' };
+  const code = safeCode(engine, read(e, 'code'), sink);
   if (code !== undefined) out.code = code;
   out.message = scanBounded(engine, message, sink);
-  if (options.stack !== false && typeof err.stack === 'string') out.stack = scanBounded(engine, err.stack, sink);
-  if (err.cause !== undefined && depth < (options.maxCauseDepth ?? 3)) {
-    out.cause = redactErrorWith(engine, err.cause, sink, options, describe, depth + 1);
+  const stack = read(e, 'stack');
+  if (options.stack !== false && typeof stack === 'string') out.stack = scanBounded(engine, stack, sink);
+  const cause = read(e, 'cause');
+  if (cause !== undefined && depth < (options.maxCauseDepth ?? 3)) {
+    out.cause = redactErrorWith(engine, cause, sink, options, describe, depth + 1);
+  }
+  const errors = (options.maxAggregated ?? 0) > 0 && err instanceof AggregateError ? err.errors : undefined;
+  if (Array.isArray(errors) && errors.length > 0 && depth < (options.maxCauseDepth ?? 3)) {
+    out.errors = errors
+      .slice(0, options.maxAggregated)
+      .map((inner) => redactErrorWith(engine, inner, sink, options, describe, depth + 1));
   }
   return out;
 }

@@ -1,10 +1,11 @@
 import { createHmac } from 'node:crypto';
-import { inspect } from 'node:util';
+import { inspect, types } from 'node:util';
 import { isCleanName } from '../errors/clean-name.js';
 import { IdempotencyError } from '../errors/idempotency-error.js';
 import { RetryableError, TerminalError } from '../errors/processor-errors.js';
 import type { RecordedError } from '../ledger/types.js';
 import type { Keyring, Sealed } from './keyring.js';
+import { hasOriginal, originalError } from './original-error.js';
 
 /** What the sealed part of a recorded error holds: the whole text, as `util.inspect` shows it. */
 export type SealedErrorText = {
@@ -41,24 +42,60 @@ export function publicMessageOf(err: unknown): string | undefined {
 
 /** A thrown value as an Error: non-errors (strings, plain objects, numbers) become `NonErrorThrown`. */
 export function asError(thrown: unknown): Error {
-  if (thrown instanceof Error) return thrown;
-  const err = new Error(inspect(thrown, { depth: 4, breakLength: Infinity }));
+  if (isPlainError(thrown)) return thrown;
+  const err = new Error(inspectSafely(thrown, 4));
   err.name = 'NonErrorThrown';
   Object.defineProperty(err, 'code', { value: 'NON_ERROR_THROWN', enumerable: true });
   return err;
 }
 
+/** An Error that is no Proxy: a Proxy's traps run on every read, so its text is taken as a value's. */
+function isPlainError(thrown: unknown): thrown is Error {
+  try {
+    return !types.isProxy(thrown) && thrown instanceof Error;
+  } catch {
+    return false; // a prototype that throws when asked
+  }
+}
+
+/** `util.inspect` that never throws (a getter or a custom inspect that throws is a text too). */
+function inspectSafely(value: unknown, depth: number): string {
+  try {
+    return inspect(value, { depth, breakLength: 120 });
+  } catch (err) {
+    return `[uninspectable ${typeof value}: ${(() => {
+      try {
+        return String((err as Error)?.message);
+      } catch {
+        return 'its inspection threw';
+      }
+    })()}]`;
+  }
+}
+
+/** A property read that never throws (getters, frozen or odd objects): undefined when it does. */
+export function readSafely(value: object, prop: string): unknown {
+  try {
+    return (value as Record<string, unknown>)[prop];
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * A thrown value as the ledger records it: the code and class name in clear when they pass the
  * grammar (else keyed refs), the public message or a marker (`sealed message, N bytes`), and the
- * whole text — message, stack, causes, AggregateError's errors — sealed.
+ * whole text — message, stack, causes, AggregateError's errors — sealed. An error the library made
+ * to stand for another one ({@link rememberOriginal}) is recorded as that original. Never throws,
+ * whatever getters, traps or prototypes the value has.
  */
 export function recordedError(thrown: unknown, keyring: Keyring): RecordedError {
+  const original = hasOriginal(thrown) ? originalError(thrown) : thrown;
   // The same error is recorded in the ledger and then handed to BullMQ: seal it once.
-  const memo = typeof thrown === 'object' && thrown !== null ? RECORDED.get(thrown) : undefined;
+  const memo = typeof original === 'object' && original !== null ? RECORDED.get(original) : undefined;
   if (memo && memo.keyring === keyring) return memo.recorded;
-  const recorded = recordNew(thrown, keyring);
-  if (typeof thrown === 'object' && thrown !== null) RECORDED.set(thrown, { keyring, recorded });
+  const recorded = recordNew(original, keyring);
+  if (typeof original === 'object' && original !== null) RECORDED.set(original, { keyring, recorded });
   return recorded;
 }
 
@@ -66,22 +103,34 @@ const RECORDED = new WeakMap<object, { keyring: Keyring; recorded: RecordedError
 
 function recordNew(thrown: unknown, keyring: Keyring): RecordedError {
   const err = asError(thrown);
-  const rawCode = (err as { code?: unknown }).code;
-  const name = cleanName(typeof err.name === 'string' && err.name ? err.name : 'Error', keyring);
+  const rawCode = readSafely(err, 'code');
+  const rawName = readSafely(err, 'name');
+  const nameText = typeof rawName === 'string' && rawName ? rawName : 'Error';
+  const name = cleanName(nameText, keyring);
   const code =
     typeof rawCode === 'string' && rawCode.length > 0
       ? cleanName(rawCode, keyring)
       : typeof rawCode === 'number' && Number.isInteger(rawCode)
         ? String(rawCode)
         : name;
-  const message = String(err.message ?? '');
-  const pub = publicMessageOf(err);
-  const text = inspect(err, { depth: 4, breakLength: 120 }).slice(0, MAX_TEXT_CHARS);
+  const rawMessage = readSafely(err, 'message');
+  const message = typeof rawMessage === 'string' ? rawMessage : inspectSafely(rawMessage, 2);
+  const pub = publicMessageSafely(err);
+  const text = inspectSafely(err, 4).slice(0, MAX_TEXT_CHARS);
   const sealed = keyring.seal<SealedErrorText>(
-    { name: String(err.name), ...(typeof rawCode === 'string' ? { code: rawCode } : {}), message, text },
+    { name: nameText, ...(typeof rawCode === 'string' ? { code: rawCode } : {}), message, text },
     'error',
   );
   return { code, name, message: pub ?? sealedMarker(message), sealed };
+}
+
+function publicMessageSafely(err: Error): string | undefined {
+  try {
+    const pub = publicMessageOf(err);
+    return typeof pub === 'string' ? pub : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Opens the sealed text of a recorded error. Throws SealError when it cannot. */
@@ -92,35 +141,4 @@ export function openRecordedError(error: RecordedError, keyring: Keyring): Seale
 /** What stands in clear for a sealed message. */
 export function sealedMarker(message: string): string {
   return `sealed message, ${Buffer.byteLength(message)} bytes`;
-}
-
-/**
- * Rewrites a thrown error in place for BullMQ, which stores `message` as `failedReason` and
- * `stack` in `stacktrace`: the message becomes `<code> (<Name>): <public message or marker>` and
- * the stack one line of it plus the sealed text, so an operator with the key can read it all.
- * Causes and AggregateError's `errors` are removed from the thrown object (they are in the sealed
- * text). The class is kept, so `instanceof` and BullMQ's recognition of `UnrecoverableError` work.
- */
-export function sealThrown(err: Error, recorded: RecordedError): Error {
-  const name = recorded.name ?? 'Error';
-  const head = recorded.code === name ? name : `${recorded.code} (${name})`;
-  const message = `${head}: ${recorded.message}`;
-  if (!Object.isExtensible(err) || Object.isFrozen(err)) {
-    // A frozen error cannot be rewritten: BullMQ gets a plain one in its place.
-    const plain = new Error(message);
-    plain.name = name;
-    plain.stack = `${name}: ${message}\n    sealed: ${recorded.sealed ?? ''}`;
-    return plain;
-  }
-  Object.defineProperty(err, 'message', { value: message, writable: true, configurable: true, enumerable: false });
-  Object.defineProperty(err, 'stack', {
-    value: `${name}: ${message}\n    sealed: ${recorded.sealed ?? ''}`,
-    writable: true,
-    configurable: true,
-    enumerable: false,
-  });
-  if (err.name !== name) err.name = name;
-  if ('cause' in err) delete err.cause;
-  if (err instanceof AggregateError) Object.defineProperty(err, 'errors', { value: [], configurable: true });
-  return err;
 }

@@ -6,8 +6,7 @@ import { isIdempotencyError } from '../errors/idempotency-error.js';
 import { boundedKey } from '../keys/idempotency-key.js';
 import type { Operation } from '../operation/define-operation.js';
 import { assertRetentionCovers, retryWindowMs } from '../operation/retry-window.js';
-import { bullmqSignal, isSealedForBullmq, unrecoverable } from '../sealing/bullmq-signals.js';
-import { asError, recordedError, sealThrown } from '../sealing/sealed-error.js';
+import { unrecoverable } from '../sealing/bullmq-signals.js';
 import type { WrapperEventType } from '../shared/wrapper-event.js';
 import { AttemptEvents } from './attempt-events.js';
 import { type AttemptScope, factsOf } from './attempt-scope.js';
@@ -15,6 +14,7 @@ import { type Acquired, decideClaim } from './claim-decision.js';
 import { type Claimed, claimKey, claimOptions } from './claim-key.js';
 import { type ContextState, newContextState } from './context-state.js';
 import { waitForHolder, waitForLedger } from './delay.js';
+import { type FailedAttemptAt, failedAttempt } from './failed-attempt.js';
 import { LedgerUnreachableError, ledgerBackoff, ledgerUnreachable } from './infra-error.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { OutcomeRecorder } from './outcome-recorder.js';
@@ -55,8 +55,10 @@ export class AttemptRunner<I, R, DB> {
 
   /** One attempt of `job`. Whatever BullMQ gets is stored in Redis (failedReason, stacktrace): its text is sealed first. */
   async run(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<unknown> {
+    const at: FailedAttemptAt = { job };
     try {
       const parsed = this.parse(job, token);
+      at.key = parsed.scope.k;
       // A job parked by ctx.confirm() looks at its request first: still pending, it parks again unclaimed.
       if (token && parkedMark(job.data))
         await recheckParked(this.contexts.confirmations(), job, token, parsed.scope.k, this.s.options.logger);
@@ -66,7 +68,7 @@ export class AttemptRunner<I, R, DB> {
       const unreachable = ledgerUnreachable(err);
       // The ledger could not be asked: the job waits (delayed, no attempt used) and asks again.
       if (unreachable && token) return waitForLedger(job, token, unreachable, this.s.options.logger);
-      throw this.forBullmq(unreachable?.cause ?? err);
+      throw this.forBullmq(unreachable?.cause ?? err, at);
     }
   }
 
@@ -95,7 +97,6 @@ export class AttemptRunner<I, R, DB> {
       if (!isIdempotencyError(err)) throw err;
       const type: WrapperEventType = err.code === 'IDEMPOTENCY_MISSING_KEY' ? 'missing_key' : 'invalid_input';
       this.events.emit({ job, facts }, type, 'deny', { reasonCode: err.code });
-      this.s.options.logger?.warn({ jobId: job.id, code: err.code }, 'job refused before any side effect');
       throw unrecoverable(err);
     }
   }
@@ -158,12 +159,17 @@ export class AttemptRunner<I, R, DB> {
       // The keeper, not its signal: the signal is made only if the completion has to be asked again.
       return (await this.recorder.complete(scope, epoch, value, keeper)).result;
     } catch (err) {
+      let thrown = err;
       // The operation's own row was lost (a step's lost row is its step's to meet): never stale.
       if (err instanceof RecordLostError && err.details.key === scope.k) {
         const claimed = claimOptions(this.s as RunnerSettings<unknown>, scope, this.s.op.name, fp);
-        return await this.recorder.recordLost(scope, claimed, epoch, err, keeper);
+        try {
+          return await this.recorder.recordLost(scope, claimed, epoch, err, keeper);
+        } catch (lost) {
+          thrown = lost;
+        }
       }
-      throw err;
+      throw this.forBullmq(thrown, { job: scope.job, key: scope.k, epoch }); // told here, where the epoch is known
     } finally {
       keeper.stop();
     }
@@ -193,11 +199,10 @@ export class AttemptRunner<I, R, DB> {
   }
 
   /**
-   * An error as BullMQ may store it: BullMQ's control-flow errors and the library's own refusals
-   * as they are; anything else with its code and class in clear and its text sealed.
+   * An error as BullMQ may store it: BullMQ's control-flow errors as they are; anything else as a
+   * new error with its code and class in clear, its text sealed, and one warn line about it.
    */
-  private forBullmq(err: unknown): unknown {
-    if (bullmqSignal(err) === 'wait' || isSealedForBullmq(err)) return err;
-    return sealThrown(asError(err), recordedError(err, this.s.keyring));
+  private forBullmq(err: unknown, at: FailedAttemptAt): unknown {
+    return failedAttempt(err, at, { ...this.s.options, keyring: this.s.keyring });
   }
 }

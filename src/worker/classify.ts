@@ -14,12 +14,26 @@ import { bullmqSignal } from '../sealing/bullmq-signals.js';
 export type ErrorClass = 'wait' | 'terminal' | 'retryable' | 'reconcile' | 'unknown';
 
 export function classifyError(err: unknown, downstream: Downstream): ErrorClass {
+  try {
+    return classifyKnown(err) ?? byDownstream(downstream);
+  } catch {
+    // A Proxy or a prototype that throws when asked what it is: an error like any other.
+    return byDownstream(downstream);
+  }
+}
+
+/** The class an error's own kind decides, or null when the operation's downstream mode does. */
+function classifyKnown(err: unknown): ErrorClass | null {
   const signal = bullmqSignal(err);
   if (signal === 'wait') return 'wait';
   if (signal === 'unrecoverable' || err instanceof TerminalError) return 'terminal';
   if (err instanceof IdempotencyConflictError || err instanceof RecordedFailureError) return 'terminal';
   if (err instanceof UnknownOutcomeError) return 'unknown';
   if (err instanceof RetryableError) return 'retryable';
+  return null;
+}
+
+function byDownstream(downstream: Downstream): ErrorClass {
   if (downstream === 'idempotent') return 'retryable';
   return downstream === 'reconcile' ? 'reconcile' : 'unknown';
 }

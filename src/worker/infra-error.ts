@@ -1,3 +1,4 @@
+import { types } from 'node:util';
 import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 
 /**
@@ -14,10 +15,17 @@ export class LedgerUnreachableError extends IdempotencyError<typeof ERROR_CODES.
   }
 }
 
-/** The {@link LedgerUnreachableError} in `err`'s cause chain (a processor may wrap a step's). */
+/**
+ * The {@link LedgerUnreachableError} in `err`'s cause chain (a processor may wrap a step's). Never
+ * throws: a Proxy whose traps throw, or a `cause` getter that does, has none.
+ */
 export function ledgerUnreachable(err: unknown): LedgerUnreachableError | undefined {
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    if (e instanceof LedgerUnreachableError) return e;
+  try {
+    for (let e: unknown = err, depth = 0; !types.isProxy(e) && e instanceof Error && depth < 5; e = e.cause, depth++) {
+      if (e instanceof LedgerUnreachableError) return e;
+    }
+  } catch {
+    // not ours: ours are plain errors
   }
   return undefined;
 }

@@ -43,10 +43,23 @@ export async function settleProcessorError(
     throw thrown;
   }
   if (cls === 'wait' || cls === 'retryable') throw err;
+  // BullMQ gets the library's error; `originalError()` gives the processor's back, and the
+  // stack BullMQ keeps carries the processor's error sealed.
+  const recorded = recordedError(err, recorder.s.keyring);
+  const stands = { original: err, ...(recorded.sealed ? { sealed: recorded.sealed } : {}) };
   if (cls === 'terminal') {
     throw bullmqSignal(err) === 'unrecoverable'
       ? err
-      : unrecoverable(asRecordedFailure(err, scope.k, recordedError(err, recorder.s.keyring)));
+      : unrecoverable(asRecordedFailure(err, scope.k, recorded), stands);
   }
-  throw unrecoverable(err instanceof UnknownOutcomeError ? err : new UnknownOutcomeError({ key: scope.k, epoch }));
+  throw unrecoverable(isUnknownOutcome(err) ? err : new UnknownOutcomeError({ key: scope.k, epoch }), stands);
+}
+
+/** `instanceof` that a Proxy whose traps throw answers with false. */
+function isUnknownOutcome(err: unknown): err is UnknownOutcomeError {
+  try {
+    return err instanceof UnknownOutcomeError;
+  } catch {
+    return false;
+  }
 }

@@ -107,7 +107,18 @@ export type WithIdempotencyOptions<DB = unknown> = {
   keyring: Keyring;
   /** Audit sink; events are dropped when none is given. */
   audit?: AuditSink;
+  /** Where the wrapper tells what the audit trail does not: one `warn` line per failed attempt (code, class, key, epoch, attempt, how to open the stored copy), and more. */
   logger?: Logger;
+  /**
+   * Adds to each failed attempt's `warn` line the error's own message, its causes and its first
+   * stack frame, as the value scanners leave them (`fetch failed [cause: … ENOTFOUND api.example]`),
+   * so a developer reads the cause in the terminal. The scanners are a second line of defence:
+   * text they do not recognise (a name, a street address) is logged as it is, so leave it off
+   * where logs are kept. Without it the line tells the code and class only; `originalError(err)`
+   * and `inspect --decrypt` reach the rest either way.
+   * @defaultValue false
+   */
+  logErrorText?: boolean;
   /** A kysely instance of the same database for `ctx.tx`, typed with your tables. @defaultValue the ledger's */
   db?: Kysely<DB>;
   /** The worker's lock and stall settings, to check the lease and the retry window. @defaultValue BullMQ's defaults */

@@ -12,3 +12,10 @@ export function capturePino(options: pino.LoggerOptions): { logger: pino.Logger;
   });
   return { logger: pino(options, stream), lines: () => out };
 }
+
+/** What a pino logger with the standard err serializer writes for `{ err }` (it follows `cause`). */
+export function pinoErrLine(err: unknown): string {
+  const { logger, lines } = capturePino({});
+  logger.error({ err }, 'job failed');
+  return lines();
+}
