@@ -75,6 +75,7 @@ export {
   type QueuedOperation,
 } from './runtime/create-idempotency.js';
 export { idempotencyOptionsFromEnv } from './runtime/from-env.js';
+export { originalError } from './sealing/original-error.js';
 export type { IdempotencyAuditOptions, IdempotencyOptions } from './runtime/options.js';
 export type { IdempotencyWorkerOptions, ProcessorOptions } from './runtime/worker-options.js';
 export {

@@ -43,15 +43,7 @@ describe('the default logger', () => {
   });
 
   it("is the runtime's when it is given none, and reaches the terminal from a worker's wrapper", async () => {
-    const written: string[] = [];
-    const write = process.stderr.write.bind(process.stderr);
-    vi.spyOn(process.stderr, 'write').mockImplementation(((chunk: string | Uint8Array, ...rest: never[]) => {
-      if (String(chunk).startsWith('bullmq-idempotency ')) {
-        written.push(String(chunk));
-        return true;
-      }
-      return write(chunk, ...rest);
-    }) as typeof process.stderr.write);
+    const written = captureStderr();
     const idem = createIdempotency({
       postgres: t.databaseUrl,
       schema: t.schema,
@@ -67,11 +59,55 @@ describe('the default logger', () => {
       await idem.queue(charge).add('payments.charge', { order: 'o-1', amount: 5 });
 
       await waitFor(() => written.length > 0, 'a line on stderr');
-      expect(written[0]).toMatch(
-        /^bullmq-idempotency warn: job refused before any side effect .*IDEMPOTENCY_MISSING_KEY/,
+      expect(written[0]).toMatch(/^bullmq-idempotency warn: .*IDEMPOTENCY_MISSING_KEY/);
+    } finally {
+      await idem.close();
+    }
+  });
+
+  it('a downstream that does not resolve: the cause is in the terminal on the first failed attempt, sealed elsewhere', async () => {
+    const written = captureStderr();
+    const idem = createIdempotency({
+      postgres: t.databaseUrl,
+      schema: t.schema,
+      redis: t.redisUrl,
+      prefix: t.prefix,
+      keyring: TEST_KEYRING_SPEC,
+      audit: false,
+    });
+    try {
+      const charge = chargeOperation({ queue: 'unresolvable' });
+      idem.worker(charge, async (input, ctx) => {
+        // .invalid never resolves (RFC 6761): no packet leaves the machine.
+        const res = await fetch(`http://payments.invalid/charges/${input.order}`, { signal: ctx.signal });
+        return { status: res.status };
+      });
+      const job = await idem.enqueue(charge, { order: 'o-dns', amount: 5 }, { jobOptions: { attempts: 1 } });
+      await waitFor(
+        async () => (await idem.queue(charge).getJobState(job.jobId)) === 'failed',
+        'the only attempt to fail',
       );
+      await waitFor(() => written.some((l) => l.includes('ENOTFOUND')), 'the cause on stderr');
+      const failed = await idem.queue(charge).getJob(job.jobId);
+      // BullMQ keeps the code, the class, the marker and how to open the sealed copy: not the text.
+      expect(failed?.failedReason).not.toContain('payments.invalid');
+      expect(failed?.failedReason).toMatch(/sealed message, \d+ bytes; open it/);
     } finally {
       await idem.close();
     }
   });
 });
+
+/** The runtime's lines on this process's stderr, kept (and not printed) for the test. */
+function captureStderr(): string[] {
+  const written: string[] = [];
+  const write = process.stderr.write.bind(process.stderr);
+  vi.spyOn(process.stderr, 'write').mockImplementation(((chunk: string | Uint8Array, ...rest: never[]) => {
+    if (String(chunk).startsWith('bullmq-idempotency ')) {
+      written.push(String(chunk));
+      return true;
+    }
+    return write(chunk, ...rest);
+  }) as typeof process.stderr.write);
+  return written;
+}

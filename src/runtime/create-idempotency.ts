@@ -87,6 +87,7 @@ export class Idempotency {
   /** The ledger (advanced use: `claim`, `get`, … outside BullMQ). */
   readonly ledger: PostgresLedger;
   readonly logger: Logger;
+  private readonly logErrorText: boolean;
   /**
    * Confirmation requests (`ctx.confirm()`): list them, answer one. An answer is audited as the
    * person's decision and wakes the parked jobs through the runtime's queues.
@@ -131,6 +132,7 @@ export class Idempotency {
     this.redis = queueConnection(options.redis, this.prefix);
     this.connection = this.redis.connection;
     this.logger = options.logger === false ? SILENT_LOGGER : (options.logger ?? defaultLogger());
+    this.logErrorText = options.logErrorText ?? (options.logger === undefined && this.logger !== SILENT_LOGGER);
     this.owner = options.owner;
     this.observer = options.observer;
     this.audit = audit && {
@@ -206,6 +208,7 @@ export class Idempotency {
       ledger: this.ledger,
       keyring: this.keyring,
       logger: this.logger,
+      logErrorText: this.logErrorText,
       ...(audit ? { audit } : {}),
       ...(this.observer ? { observer: this.observer } : {}),
       ...(this.owner ? { owner: this.owner } : {}),

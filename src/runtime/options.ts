@@ -83,6 +83,14 @@ export type IdempotencyOptions = {
    * @defaultValue outside `NODE_ENV=production`, warnings and errors to stderr, one line each; in production, nothing
    */
   logger?: Logger | false;
+  /**
+   * The line logged for each failed attempt also tells the original error's message, causes and
+   * first stack frame, through the scanners (they are a second line: words that are data, such
+   * as a street address, pass them). What BullMQ and Postgres keep is sealed either way.
+   * @defaultValue `true` with the default development logger (so a developer sees `fetch failed …
+   * ENOTFOUND` in the terminal on the first failed attempt), `false` with a logger of yours or in production
+   */
+  logErrorText?: boolean;
   /** Identifies this process in lease records and system audit events. @defaultValue `hostname:pid` */
   owner?: string;
 };
