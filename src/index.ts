@@ -75,7 +75,6 @@ export {
   type QueuedOperation,
 } from './runtime/create-idempotency.js';
 export { idempotencyOptionsFromEnv } from './runtime/from-env.js';
-export { originalError } from './sealing/original-error.js';
 export type { IdempotencyAuditOptions, IdempotencyOptions } from './runtime/options.js';
 export type { IdempotencyWorkerOptions, ProcessorOptions } from './runtime/worker-options.js';
 export {
@@ -89,6 +88,7 @@ export {
   type Sealed,
   type SealPurpose,
 } from './sealing/keyring.js';
+export { originalError } from './sealing/original-error.js';
 export { type SealedResult, unseal } from './sealing/sealed-result.js';
 export type { Logger } from './shared/logger.js';
 export type { AuditSink, WrapperEvent, WrapperEventType } from './shared/wrapper-event.js';
