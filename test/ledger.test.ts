@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { eventsForRecord, transitionEventIds } from '../src/audit/derive.js';
 import { ERROR_CODES, IdempotencyError } from '../src/errors/idempotency-error.js';
@@ -8,6 +8,7 @@ import { MAX_ERROR_MESSAGE_LENGTH, type PostgresLedger } from '../src/ledger/pos
 import type { ClaimOptions } from '../src/ledger/types.js';
 import { LeaseKeeper, LeaseLostError } from '../src/worker/lease-keeper.js';
 import { TestContext, waitFor } from './helpers/context.js';
+import { machineHas } from './helpers/machine.js';
 
 const t = new TestContext('ledger');
 let ledger: PostgresLedger;
@@ -44,7 +45,14 @@ async function row(key: IdempotencyKey): Promise<Row> {
 }
 
 describe('claim', () => {
-  it('100 concurrent claims from separate connections: exactly one acquires', async () => {
+  const connections = inject('maxConnections');
+  const manyConnections = machineHas(
+    'test/ledger.test.ts',
+    'Postgres max_connections ≥ 300',
+    connections === undefined || connections >= 300,
+    'alter system set max_connections = 300, then restart Postgres',
+  );
+  it.runIf(manyConnections)('100 concurrent claims from separate connections: exactly one acquires', async () => {
     const key = newKey();
     const ledgers = Array.from({ length: 100 }, () => t.ledger({ poolSize: 1 }));
     try {

@@ -5,6 +5,8 @@
  * and a real worker goes through it; with the default, the failure names the option.
  * Migrations run directly against Postgres (their lock is a session's).
  */
+
+import { existsSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
@@ -20,15 +22,18 @@ import { sampleAuditEvent } from './helpers/audit-sample.js';
 import { bull, settled } from './helpers/bullmq.js';
 import { TestContext } from './helpers/context.js';
 import { testKeyring } from './helpers/keyring.js';
-import { Pgbouncer } from './helpers/pgbouncer.js';
+import { machineHas } from './helpers/machine.js';
+import { PGBOUNCER, Pgbouncer } from './helpers/pgbouncer.js';
 
 const t = new TestContext('poolers');
 const b = bull(t);
 let bouncer: Pgbouncer | undefined;
 
+const ready = machineHas('test/poolers.test.ts', 'pgbouncer', existsSync(PGBOUNCER), 'apt-get install pgbouncer');
+
 beforeAll(async () => {
   await t.setup(); // directly against Postgres
-  bouncer = await Pgbouncer.start({ poolMode: 'transaction', poolSize: 4 });
+  if (ready) bouncer = await Pgbouncer.start({ poolMode: 'transaction', poolSize: 4 });
 });
 afterAll(async () => {
   // First: its server connections carry this file's application_name, which teardown checks.
@@ -72,7 +77,7 @@ const values = <T>(results: PromiseSettledResult<T>[]) =>
     return r.value;
   });
 
-describe.each([
+describe.runIf(ready).each([
   { name: 'batched', batching: undefined },
   { name: 'one statement per call', batching: false as const },
 ])('the ledger through pgbouncer in transaction mode, preparedStatements: false ($name)', ({ name, batching }) => {
@@ -134,7 +139,7 @@ describe.each([
   });
 });
 
-describe('the default (named prepared statements) through pgbouncer in transaction mode', () => {
+describe.runIf(ready)('the default (named prepared statements) through pgbouncer in transaction mode', () => {
   it('fails with an IdempotencyConfigError that names preparedStatements', async () => {
     const ledger = t.ledger({ connectionString: through(), poolSize: 10, batching: false });
     try {
@@ -173,7 +178,7 @@ describe('the default (named prepared statements) through pgbouncer in transacti
 
 const auditEvent = (id: string) => sampleAuditEvent('poolers-test', id);
 
-describe('through pgbouncer in transaction mode with preparedStatements: false', () => {
+describe.runIf(ready)('through pgbouncer in transaction mode with preparedStatements: false', () => {
   it('the audit store writes batches', async () => {
     const bounced = new pg.Pool({ connectionString: through(), max: 10 });
     try {

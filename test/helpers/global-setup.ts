@@ -1,11 +1,17 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { services } from '../../scripts/services.js';
 import { buildForChildren, CHILD_BUILD_ENV, type ChildBuild } from './child-build.js';
+import { REQUIRE_ALL, SKIPS_FILE } from './machine.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     databaseUrl: string;
     redisUrl: string;
+    /** Postgres' max_connections (undefined when it could not be read). */
+    maxConnections: number | undefined;
   }
 }
 
@@ -29,9 +35,14 @@ export default async function setup(project: TestProject) {
   }
   project.provide('databaseUrl', svc.databaseUrl);
   project.provide('redisUrl', svc.redisUrl);
+  project.provide('maxConnections', svc.maxConnections);
+  // The test workers inherit it: each skip for a missing need writes its reason there.
+  const skips = join(mkdtempSync(join(tmpdir(), 'bqi-skips-')), 'skips.txt');
+  process.env[SKIPS_FILE] = skips;
   return async () => {
     build?.remove();
     await svc.stop();
+    reportSkips(skips);
   };
 }
 
@@ -48,4 +59,19 @@ async function childBuild(): Promise<ChildBuild | undefined> {
     process.stderr.write(`note: no child build (${String(err)}); child processes run through tsx\n`);
     return undefined;
   }
+}
+
+/** The tests this machine could not run, one line each, after the run (none under `.ci/run`). */
+function reportSkips(file: string): void {
+  let lines: string[] = [];
+  try {
+    lines = [...new Set(readFileSync(file, 'utf8').split('\n').filter(Boolean))];
+  } catch {
+    // no skip was written
+  }
+  rmSync(join(file, '..'), { recursive: true, force: true });
+  if (lines.length === 0) return;
+  process.stderr.write(
+    `\nskipped on this machine (${REQUIRE_ALL}=1, as .ci/run sets it, runs them):\n${lines.map((l) => `  - ${l}`).join('\n')}\n`,
+  );
 }

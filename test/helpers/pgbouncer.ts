@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { freePort } from './private-postgres.js';
 
-const PGBOUNCER = '/usr/sbin/pgbouncer';
+/** Debian's pgbouncer (package `pgbouncer`). */
+export const PGBOUNCER = '/usr/sbin/pgbouncer';
 
 export type PgbouncerOptions = {
   /** The Postgres behind it. @defaultValue 127.0.0.1:5432 */
