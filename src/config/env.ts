@@ -37,7 +37,11 @@ export type Config = {
    * logged at start). Unset: no HTTP server.
    */
   httpPort?: number;
-  /** `BQI_HTTP_HOST`: the address the HTTP server listens on. @defaultValue `'0.0.0.0'` */
+  /**
+   * `BQI_HTTP_HOST`: the address the HTTP server listens on. Loopback by default: set `0.0.0.0`
+   * (all interfaces) or the address of one to serve probes and confirmations to other machines.
+   * @defaultValue `'127.0.0.1'`
+   */
   httpHost: string;
   /**
    * `BQI_CONFIRM_TOKEN`: serve `/confirmations` (list and answer confirmation requests) on the
@@ -83,7 +87,7 @@ export const CONFIG_DEFAULTS = {
   auditConcurrency: 4,
   sweepEveryMs: 60_000,
   shutdownTimeoutMs: 10_000,
-  httpHost: '0.0.0.0',
+  httpHost: '127.0.0.1',
   logLevel: 'info',
 } as const;
 
