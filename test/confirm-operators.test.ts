@@ -4,11 +4,14 @@
  * HTTP; the requests and their answers are read back from Postgres, the parked jobs from BullMQ.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Queue } from 'bullmq';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/env.js';
 import { ConfirmationStore, type NewConfirmation } from '../src/confirm/confirmation-store.js';
+import { confirmationHttpHandler } from '../src/confirm/http-handler.js';
 import { type OperationsProcess, startOperationsProcess } from '../src/ops/operations-process.js';
 import { TestContext } from './helpers/context.js';
 import { childEnv, runTs } from './helpers/spawn.js';
@@ -280,6 +283,40 @@ describe('configuring operators', () => {
       expect((error as Error).message).toMatch(/entry 2/);
       expect((error as Error).message).not.toContain(sha256(bob).slice(1, 20));
       expect((error as Error).message).not.toContain(bob);
+    }
+  });
+});
+
+describe('a refused answer', () => {
+  it('is logged with the request and the actor as the trail tells it (a ref for an e-mail address), and changes nothing', async () => {
+    const warnings: { obj: Record<string, unknown>; msg: string | undefined }[] = [];
+    const quiet = () => {};
+    const logger = {
+      debug: quiet,
+      info: quiet,
+      error: quiet,
+      warn: (obj: object, msg?: string) => warnings.push({ obj: obj as Record<string, unknown>, msg }),
+    };
+    const handle = confirmationHttpHandler({
+      pool,
+      schema: t.schema,
+      operators: [{ actor: 'erin@example.com', namespaces: ['acme/payments.*'], sha256: sha256(alice) }],
+      logger,
+    });
+    const server = createServer((req, res) => void handle(req, res));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const c = await store.request(request('acme/refunds.issue'));
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/confirmations/${c.id}`;
+      const res = await call(url, alice, { decision: 'approve', reason: 'x' });
+      expect(res.status).toBe(403);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]?.obj).toMatchObject({ confirmation: c.id, operation: 'payments.refund' });
+      expect(String(warnings[0]?.obj.actor)).toMatch(/^hmac:/);
+      expect(JSON.stringify(warnings)).not.toContain('example.com');
+      expect(await store.get(c.id)).toMatchObject({ status: 'pending' });
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 });
