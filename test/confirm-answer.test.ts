@@ -3,6 +3,7 @@
  * the real CLI binary (`confirmations list`, `confirm`), the HTTP handler served by node:http, and
  * the timeout on the database clock. The jobs that wait for them are in confirm-worker.test.ts.
  */
+import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
@@ -161,6 +162,45 @@ describe('confirmation requests', () => {
     expect(await eventRows(out.auditEventId)).toHaveLength(1);
   }, 240_000);
 
+  it('an --actor that is an e-mail address is stored and listed as the keyed ref the audit event holds, never in clear', async () => {
+    const c = await store.request(request());
+    const old = await store.request(request());
+    // Answered before actors were stored as the trail tells them.
+    await t.query(
+      `update ${t.schema}.idempotency_confirmations set status = 'approved', answered_at = now(),
+         answered_by = 'carol@example.com', answered_by_type = 'user' where n = $1`,
+      [old.id.slice(3)],
+    );
+    const answered = await cli([
+      'confirm',
+      c.id,
+      '--approve',
+      '--reason',
+      'ok',
+      '--actor',
+      'bob@example.com',
+      '--json',
+    ]);
+    expect(answered.code).toBe(0);
+    const stored = (await store.get(c.id)).answeredBy as string;
+    expect(stored).toMatch(/^hmac:/);
+    const out = JSON.parse(answered.stdout);
+    expect(out.confirmation.answeredBy).toBe(stored);
+    expect(await eventRows(out.auditEventId)).toEqual([
+      { actor_type: 'user', actor_id: stored, decision: 'allow', reason_code: 'CONFIRMATION_APPROVED' },
+    ]);
+    const [listed, text] = await Promise.all([
+      cli(['confirmations', 'list', '--after', `cf-${Number(c.id.slice(3)) - 1}`, '--json']),
+      cli(['confirmations', 'list', '--after', `cf-${Number(c.id.slice(3)) - 1}`]),
+    ]);
+    expect(listed.code).toBe(0);
+    const rows = JSON.parse(listed.stdout).confirmations as { id: string; answeredBy: string }[];
+    expect(rows.find((r) => r.id === c.id)?.answeredBy).toBe(stored);
+    expect(rows.find((r) => r.id === old.id)?.answeredBy).toMatch(/^hmac:/);
+    for (const output of [answered.stdout, listed.stdout, text.stdout]) expect(output).not.toContain('example.com');
+    expect(text.stdout).toContain(stored);
+  }, 240_000);
+
   it('the library answer: the same answer is idempotent, a different one throws with a stable code', async () => {
     const c = await store.request(request());
     const a = await answerConfirmation({
@@ -222,7 +262,8 @@ describe('the HTTP endpoint', () => {
   let server: Server;
   let url: string;
   beforeAll(async () => {
-    const handle = confirmationHttpHandler({ pool, schema: t.schema, token });
+    // The deprecated shared token: one operator of every namespace, named by configuration.
+    const handle = confirmationHttpHandler({ pool, schema: t.schema, token, actor: 'chatops-bob' });
     server = createServer((req, res) => void handle(req, res));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/confirmations`;
@@ -239,7 +280,7 @@ describe('the HTTP endpoint', () => {
 
   it('refuses a missing or wrong token and records nothing; answers with the right one', async () => {
     const c = await store.request(request());
-    const answer = { decision: 'approve', actor: 'chatops-bob', reason: 'ok from chat' };
+    const answer = { decision: 'approve', reason: 'ok from chat' };
     for (const auth of [undefined, 'Bearer wrong', `Bearer ${token}x`, `Bearer ${token.slice(0, -1)}`, token]) {
       const res = await post(`/${c.id}`, answer, auth);
       expect(res.status).toBe(401);
@@ -271,14 +312,21 @@ describe('the HTTP endpoint', () => {
     expect((await store.get(c.id)).answeredBy).toBe('chatops-bob');
   });
 
-  it('refuses a short token at configuration', () => {
-    expect(() => confirmationHttpHandler({ pool, token: 'short' })).toThrow(/at least 32 characters/);
-    expect(() =>
-      loadConfig({ DATABASE_URL: t.databaseUrl, REDIS_URL: t.redisUrl, BQI_CONFIRM_TOKEN: 'short' }),
-    ).toThrow(/BQI_CONFIRM_TOKEN/);
+  it('refuses a short token, and a shared token without the actor it answers as, at configuration', () => {
+    expect(() => confirmationHttpHandler({ pool, token: 'short', actor: 'ops' })).toThrow(/at least 32 characters/);
+    const urls = { DATABASE_URL: t.databaseUrl, REDIS_URL: t.redisUrl };
+    expect(() => loadConfig({ ...urls, BQI_CONFIRM_TOKEN: 'short', BQI_CONFIRM_ACTOR: 'ops' })).toThrow(
+      /BQI_CONFIRM_TOKEN/,
+    );
+    // The actor came from each request's body: now the configuration names it, or there is no endpoint.
+    expect(() => confirmationHttpHandler({ pool, token })).toThrow(/needs `actor`/);
+    expect(() => loadConfig({ ...urls, BQI_CONFIRM_TOKEN: token })).toThrow(/BQI_CONFIRM_ACTOR.*BQI_OPERATORS/s);
+    expect(loadConfig({ ...urls, BQI_CONFIRM_TOKEN: token, BQI_CONFIRM_ACTOR: 'ops' }).operators).toEqual([
+      { actor: 'ops', namespaces: ['*'], sha256: createHash('sha256').update(token).digest('hex') },
+    ]);
   });
 
-  it('the operations process serves it at /confirmations with BQI_CONFIRM_TOKEN, and not without', async () => {
+  it('the operations process serves it at /confirmations with BQI_CONFIRM_TOKEN and BQI_CONFIRM_ACTOR, and not without', async () => {
     const base = {
       DATABASE_URL: t.databaseUrl,
       REDIS_URL: t.redisUrl,
@@ -295,25 +343,27 @@ describe('the HTTP endpoint', () => {
       const res = await fetch(`http://127.0.0.1:${off.http?.address?.port}/confirmations/${c.id}`, {
         method: 'POST',
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ decision: 'approve', actor: 'eve', reason: 'x' }),
+        body: JSON.stringify({ decision: 'approve', reason: 'x' }),
       });
       expect(res.status).toBe(404); // off by default
     } finally {
       await off.close();
     }
-    const on = await startOperationsProcess(loadConfig({ ...base, BQI_CONFIRM_TOKEN: token }));
+    const on = await startOperationsProcess(
+      loadConfig({ ...base, BQI_CONFIRM_TOKEN: token, BQI_CONFIRM_ACTOR: 'ops-desk' }),
+    );
     try {
       const at = `http://127.0.0.1:${on.http?.address?.port}/confirmations/${c.id}`;
       const send = (auth: string) =>
         fetch(at, {
           method: 'POST',
           headers: { authorization: auth, 'content-type': 'application/json' },
-          body: JSON.stringify({ decision: 'deny', actor: 'eve', reason: 'not this one' }),
+          body: JSON.stringify({ decision: 'deny', reason: 'not this one' }),
         });
       expect((await send('Bearer not-the-token')).status).toBe(401);
       expect((await store.get(c.id)).status).toBe('pending');
       expect((await send(`Bearer ${token}`)).status).toBe(200);
-      expect(await store.get(c.id)).toMatchObject({ status: 'denied', answeredBy: 'eve' });
+      expect(await store.get(c.id)).toMatchObject({ status: 'denied', answeredBy: 'ops-desk' });
     } finally {
       await on.close();
     }

@@ -2,8 +2,10 @@
  * The operations process's HTTP server: the route table (mounting a route, 404, 405 with Allow,
  * HEAD, bodies and their limit, errors) and the probes against services that answer and that do not.
  */
+import { networkInterfaces } from 'node:os';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/env.js';
 import { healthRoutes } from '../src/ops/health-routes.js';
 import { HttpError, OpsHttpServer, readBody } from '../src/ops/http-server.js';
 import { TestContext } from './helpers/context.js';
@@ -97,6 +99,26 @@ describe('OpsHttpServer', () => {
       expect(await request(port, '/thingsmore')).toMatchObject({ status: 404 });
       expect(await request(port, '/things/bad')).toMatchObject({ status: 500, json: { error: 'internal error' } });
       expect(seen).toEqual(['GET /things', 'POST /things/cf-1', 'GET /things/bad']);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('listens on loopback only unless told otherwise (BQI_HTTP_HOST): not reachable on another interface', async () => {
+    expect(loadConfig({ DATABASE_URL: t.databaseUrl, REDIS_URL: t.redisUrl }).httpHost).toBe('127.0.0.1');
+    const server = new OpsHttpServer({
+      routes: [{ method: 'GET', path: '/ping', handle: () => ({ status: 200, body: 'pong' }) }],
+    });
+    const { address, port } = await server.listen(0);
+    try {
+      expect(address).toBe('127.0.0.1');
+      expect((await request(port, '/ping')).text).toBe('pong');
+      const external = Object.values(networkInterfaces())
+        .flat()
+        .find((i) => i !== undefined && i.family === 'IPv4' && !i.internal);
+      if (external) {
+        await expect(fetch(`http://${external.address}:${port}/ping`)).rejects.toThrow();
+      }
     } finally {
       await server.close();
     }

@@ -5,6 +5,7 @@ import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { DURATION_FORMS, parseDurationText } from '../operation/duration.js';
 import { defaultActor, MAX_ACTOR_LENGTH } from './actor.js';
 import { withoutArgumentValues } from './argument-echo.js';
+import { registerOperatorCommands } from './commands/operators.js';
 import type { CliContext, Output } from './context.js';
 
 // Command modules are imported when their command runs: `--help` and usage errors never load
@@ -364,6 +365,7 @@ Examples:
     .addOption(actorOption('who acts'))
     .addOption(jsonOption())
     .action(lazy(async () => (await import('./commands/sweep.js')).sweepCommand));
+  registerOperatorCommands(program, (text) => write('out')(`${text}\n`));
 
   program
     .command('stats')

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import { DURATION_FORMS, parseDurationText } from '../operation/duration.js';
 import { KEYRING_SPEC_FORM, type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
+import { type Operator, parseOperators, tokenDigest } from '../shared/operators.js';
 import { ConfigError } from './errors.js';
 import { hasHashTag, parseRedisUrl, RedisUrlError } from './redis-url.js';
 
@@ -37,14 +38,23 @@ export type Config = {
    * logged at start). Unset: no HTTP server.
    */
   httpPort?: number;
-  /** `BQI_HTTP_HOST`: the address the HTTP server listens on. @defaultValue `'0.0.0.0'` */
+  /**
+   * `BQI_HTTP_HOST`: the address the HTTP server listens on. Loopback by default: set `0.0.0.0`
+   * (all interfaces) or the address of one to serve probes and confirmations to other machines.
+   * @defaultValue `'127.0.0.1'`
+   */
   httpHost: string;
   /**
-   * `BQI_CONFIRM_TOKEN`: serve `/confirmations` (list and answer confirmation requests) on the
-   * HTTP server, to callers that send `Authorization: Bearer <token>`; at least 32 characters.
-   * Unset: no confirmation endpoint.
+   * `BQI_OPERATORS`: serve `/confirmations` (list and answer confirmation requests) on the HTTP
+   * server, to these operators, each by its own token: entries separated by white space, each
+   * `actor=<id>;namespaces=<ns>[,<ns>…];sha256=<SHA-256 of the token, hex>` (see
+   * `parseOperators`; `bullmq-idempotency operators token` makes one). The deprecated
+   * `BQI_CONFIRM_TOKEN` (at least 32 characters) with `BQI_CONFIRM_ACTOR` adds one operator of
+   * every namespace. Unset: no confirmation endpoint.
    */
-  confirmToken?: string;
+  operators?: Operator[];
+  /** True when the operators include the deprecated shared `BQI_CONFIRM_TOKEN` (a warning at start). */
+  sharedConfirmToken?: boolean;
   /**
    * `BQI_PREPARED_STATEMENTS`: `false` runs every statement unnamed, for a pooler in transaction
    * mode (pgbouncer < 1.21, RDS Proxy, Supavisor) between this process and Postgres.
@@ -83,7 +93,7 @@ export const CONFIG_DEFAULTS = {
   auditConcurrency: 4,
   sweepEveryMs: 60_000,
   shutdownTimeoutMs: 10_000,
-  httpHost: '0.0.0.0',
+  httpHost: '127.0.0.1',
   logLevel: 'info',
 } as const;
 
@@ -183,10 +193,29 @@ const fields = {
   BQI_SHUTDOWN_TIMEOUT_MS: positiveMs(CONFIG_DEFAULTS.shutdownTimeoutMs),
   BQI_HTTP_PORT: port.optional(),
   BQI_HTTP_HOST: name('host name or address', 255).default(CONFIG_DEFAULTS.httpHost),
+  BQI_OPERATORS: z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        return parseOperators(text);
+      } catch (err) {
+        // The parser's messages name entries by position and what is wrong, never a digest.
+        ctx.addIssue({
+          code: 'custom',
+          message: err instanceof IdempotencyConfigError ? err.message.replace(/^BQI_OPERATORS: /, '') : 'is malformed',
+        });
+        return z.NEVER;
+      }
+    })
+    .optional(),
   BQI_CONFIRM_TOKEN: z
     .string()
-    .min(32, 'must be at least 32 characters (a random secret: openssl rand -base64 32)')
+    .min(32, 'must be at least 32 characters (deprecated: set BQI_OPERATORS, see `bullmq-idempotency operators token`)')
     .max(1000)
+    .optional(),
+  BQI_CONFIRM_ACTOR: z
+    .string()
+    .regex(/^[^\s;,=]{1,200}$/, 'must be 1 to 200 characters without white space, ";", "," or "="')
     .optional(),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
   BQI_PREPARED_STATEMENTS: z
@@ -302,11 +331,40 @@ export function loadConfig(env: Env = process.env, flags: ConnectionFlags = {}):
     shutdownTimeoutMs: e.BQI_SHUTDOWN_TIMEOUT_MS,
     ...(e.BQI_HTTP_PORT === undefined ? {} : { httpPort: e.BQI_HTTP_PORT }),
     httpHost: e.BQI_HTTP_HOST,
-    ...(e.BQI_CONFIRM_TOKEN ? { confirmToken: e.BQI_CONFIRM_TOKEN } : {}),
+    ...confirmOperators(e.BQI_OPERATORS, e.BQI_CONFIRM_TOKEN, e.BQI_CONFIRM_ACTOR),
     preparedStatements: e.BQI_PREPARED_STATEMENTS,
     logLevel: e.LOG_LEVEL,
     ...(e.BQI_KEYRING ? { keyring: e.BQI_KEYRING } : {}),
   };
+}
+
+/**
+ * The operators of the confirmation endpoint: `BQI_OPERATORS`, and the deprecated shared
+ * `BQI_CONFIRM_TOKEN` as one operator of every namespace, named by `BQI_CONFIRM_ACTOR` (required
+ * with it: an answer is recorded under an actor the configuration names, never the caller's say).
+ */
+function confirmOperators(
+  operators: Operator[] | undefined,
+  token: string | undefined,
+  actor: string | undefined,
+): Pick<Config, 'operators' | 'sharedConfirmToken'> {
+  if (token === undefined) {
+    if (actor !== undefined) {
+      throw new ConfigError([{ variable: 'BQI_CONFIRM_ACTOR', message: 'is only read with BQI_CONFIRM_TOKEN' }]);
+    }
+    return operators ? { operators } : {};
+  }
+  if (actor === undefined) {
+    throw new ConfigError([
+      {
+        variable: 'BQI_CONFIRM_TOKEN',
+        message:
+          'needs BQI_CONFIRM_ACTOR (the actor its answers are recorded under); better, replace both by BQI_OPERATORS: one token per operator, made by `bullmq-idempotency operators token`',
+      },
+    ]);
+  }
+  const shared: Operator = { actor, namespaces: ['*'], sha256: tokenDigest(token).toString('hex') };
+  return { operators: [...(operators ?? []), shared], sharedConfirmToken: true };
 }
 
 /**

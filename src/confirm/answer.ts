@@ -7,6 +7,8 @@ import { DEFAULT_SCHEMA } from '../db/connection.js';
 import { InvalidInputError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { cleanReason } from '../redaction/clean-reason.js';
+import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
+import { actorIdAsTold } from './actor-id.js';
 import { ConfirmationStore } from './confirmation-store.js';
 import { ConfirmationAnsweredError, ConfirmationTimedOutError } from './errors.js';
 import type { Confirmation } from './types.js';
@@ -26,8 +28,19 @@ export type AnswerConfirmationOptions = ConfirmationsOptions & {
   /** `cf-<n>`, as `confirmations list` shows it. */
   id: string;
   approve: boolean;
-  /** Who answers (kept in the request and in the audit event, actor type `user`). */
+  /**
+   * Who answers (actor type `user`). Kept in the request (`answered_by`) and in the audit event
+   * as the trail tells an actor: in clear when it is an identifier, else as a keyed reference of
+   * `policy` (see `actorIdAsTold`). Taken as given: the caller vouches for it (the HTTP endpoint
+   * takes it from the operator's token, the CLI from `--actor`).
+   */
   actor: string;
+  /**
+   * The policy whose keys make the actor's reference: the one of `auditStore` (the emitters'),
+   * so the request and its audit event hold the same reference.
+   * @defaultValue DEFAULT_REDACTION_POLICY (a per-process key: references that join nothing)
+   */
+  policy?: RedactionPolicy;
   /** Why: one line, scanned by the default redaction policy, at most 500 characters. */
   comment?: string;
   /** Where the answer's audit event is written. @defaultValue an AuditStore on `pool` with the default policy */
@@ -72,10 +85,11 @@ export async function answerConfirmation(opts: AnswerConfirmationOptions): Promi
   }
   const schema = opts.schema ?? DEFAULT_SCHEMA;
   const store = new ConfirmationStore(opts.pool, schema);
+  const answeredBy = actorIdAsTold(actor, opts.policy ?? DEFAULT_REDACTION_POLICY);
   const status = opts.approve ? 'approved' : 'denied';
   const comment = opts.comment === undefined || opts.comment.trim() === '' ? null : cleanReason(opts.comment);
   const code = opts.approve ? CONFIRMATION_APPROVED : ERROR_CODES.confirmationDenied;
-  let c = await store.answer(opts.id, status, actor, code, comment);
+  let c = await store.answer(opts.id, status, answeredBy, code, comment);
   const recorded = c !== undefined;
   if (!c) {
     c = await store.get(opts.id);
@@ -100,7 +114,7 @@ export async function answerConfirmation(opts: AnswerConfirmationOptions): Promi
 }
 
 async function writeEvent(opts: AnswerConfirmationOptions, schema: string, event: AuditEvent): Promise<void> {
-  const store = opts.auditStore ?? new AuditStore(opts.pool, schema);
+  const store = opts.auditStore ?? new AuditStore(opts.pool, schema, opts.policy);
   const r = await store.writeBatch([event]);
   if (r.deadLettered > 0) throw new Error(`the audit event ${event.eventId} was refused and dead-lettered`);
 }

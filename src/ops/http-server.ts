@@ -62,6 +62,9 @@ export async function readBody(req: IncomingMessage, maxBytes = DEFAULT_MAX_BODY
 /** A handler that answers a whole path prefix itself, writing the response (node:http style). */
 export type HttpMountHandler = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
+/** The address the HTTP server listens on when none is given: loopback only. */
+export const DEFAULT_HTTP_HOST = '127.0.0.1';
+
 export type OpsHttpServerOptions = { routes?: HttpRoute[]; logger?: Logger };
 
 /**
@@ -113,8 +116,13 @@ export class OpsHttpServer {
     return a && typeof a === 'object' ? a : undefined;
   }
 
-  /** Listens on `port` (0: any free port) and `host`; rejects when the address is taken. */
-  async listen(port: number, host = '0.0.0.0'): Promise<AddressInfo> {
+  /**
+   * Listens on `port` (0: any free port) and `host`; rejects when the address is taken. Loopback
+   * unless told otherwise: probes, metrics and confirmations are for this machine (or a sidecar)
+   * until `host` (`BQI_HTTP_HOST`) says `0.0.0.0` or another interface.
+   * @defaultValue host `'127.0.0.1'`
+   */
+  async listen(port: number, host = DEFAULT_HTTP_HOST): Promise<AddressInfo> {
     const server = createServer((req, res) => void this.dispatch(req, res));
     // A scraper or probe that keeps its connection idle must not hold up a shutdown for long.
     server.keepAliveTimeout = 5_000;

@@ -170,8 +170,11 @@ export async function startOperationsProcess(
     if (!config.keyring) {
       logger.warn({}, 'BQI_KEYRING is not set: audit references made here join no others');
     }
-    if (config.confirmToken && config.httpPort === undefined) {
-      logger.warn({}, 'BQI_CONFIRM_TOKEN is set but BQI_HTTP_PORT is not: no confirmation endpoint is served');
+    if (config.operators && config.httpPort === undefined) {
+      logger.warn({}, 'BQI_OPERATORS is set but BQI_HTTP_PORT is not: no confirmation endpoint is served');
+    }
+    if (config.sharedConfirmToken) {
+      logger.warn({}, 'BQI_CONFIRM_TOKEN is deprecated: give each operator a token of their own in BQI_OPERATORS');
     }
     const auditPolicy = auditPolicyFor(config.keyring);
     const auditQueue = queue(config.auditQueue);
@@ -270,13 +273,21 @@ export async function startOperationsProcess(
           ...(options.routes ?? []),
         ],
       });
-      if (config.confirmToken) {
+      if (config.operators) {
         // One queue per name, opened on the first answer that wakes a job of it, closed with the process.
         const queues = new Map<string, Queue>();
         const queueOf = (name: string) => queues.get(name) ?? (queues.set(name, queue(name)).get(name) as Queue);
+        const operators = config.operators;
         http.mount(
           '/confirmations',
-          confirmationHttpHandler({ pool, schema: config.schema, token: config.confirmToken, queue: queueOf }),
+          confirmationHttpHandler({
+            pool,
+            schema: config.schema,
+            operators,
+            policy: auditPolicy,
+            logger,
+            queue: queueOf,
+          }),
         );
       }
       await http.listen(config.httpPort, config.httpHost).catch((err: unknown) => {
@@ -333,7 +344,7 @@ export async function startOperationsProcess(
         prefix,
         queues: { audit: config.auditQueue, backfill: DEFAULT_BACKFILL_QUEUE, sweeper: DEFAULT_SWEEPER_QUEUE },
         sweepEveryMs: config.sweepEveryMs,
-        confirmations: server && config.confirmToken ? 'served at /confirmations' : 'off',
+        confirmations: server && config.operators ? 'served at /confirmations' : 'off',
         ...(server?.address ? { http: { host: server.address.address, port: server.address.port } } : {}),
       },
       'started',
