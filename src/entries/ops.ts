@@ -11,6 +11,7 @@ export {
   listConfirmations,
 } from '../confirm/answer.js';
 export {
+  CONFIRMATION_HTTP_CODES,
   type ConfirmationHttpHandler,
   type ConfirmationHttpOptions,
   confirmationHttpHandler,
@@ -24,6 +25,7 @@ export {
   replicationRisk,
 } from '../ledger/replication-check.js';
 export {
+  DEFAULT_HTTP_HOST,
   HttpError,
   type HttpMethod,
   type HttpMountHandler,
@@ -37,3 +39,9 @@ export {
   type OperationsProcessOptions,
   startOperationsProcess,
 } from '../ops/operations-process.js';
+export {
+  newOperatorToken,
+  type Operator,
+  operatorEntry,
+  parseOperators,
+} from '../shared/operators.js';
