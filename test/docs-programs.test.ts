@@ -303,7 +303,8 @@ describe("the README's example against a payments API that cannot be reached", (
     'shows the real cause on stderr at the first failed attempt (the runtime logs to stderr in development)',
     async () => {
       const r = await run(readme, { PAYMENTS_URL: 'http://payments.invalid/charges' });
-      const first = r.stderr.split('\n').find((l) => l.startsWith('bullmq-idempotency warn:')) ?? '';
+      // The runtime's default logger writes `bullmq-idempotency warn: …` lines; the first about a failure is the first attempt's.
+      const first = r.stderr.split('\n').find((l) => /^bullmq-idempotency (warn|error):.*fail/i.test(l)) ?? '';
       expect(first, r.stderr).toMatch(/ENOTFOUND|fetch failed/);
     },
     PROGRAM_TIMEOUT_MS + 30_000,
