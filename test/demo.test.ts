@@ -1,7 +1,7 @@
 /**
  * `npm run demo -- --keep`, run as a user runs it: the facts it prints (commits per scenario, the
  * changed amount refused, the task's timeline, the backfill count, the unknown operation's
- * commands), then the CLI commands of the README against the data it kept, then `--clean`.
+ * commands), then the CLI commands it names (docs/operations.md lists them all) against the data it kept, then `--clean`.
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -120,7 +120,7 @@ describe('npm run demo -- --keep', () => {
     );
   });
 
-  it('keeps its data: the export line reaches it, and the CLI commands of the README run on it', async () => {
+  it('keeps its data: the export line reaches it, and the CLI commands it names run on it', async () => {
     expect(Object.keys(kept).sort()).toEqual(['BQI_KEYRING', 'BQI_PREFIX', 'BQI_SCHEMA']);
     const op = chargeOperation('none');
     const key = boundedKey(op.keyFor(op.parseInput({ order: 'C-300', amount: 450 })));

@@ -118,8 +118,8 @@ describe('layers of src/', () => {
     expect(sample.map((e) => e.to)).toEqual(['a/x.ts', 'worker/y.ts', 'c/z.ts']);
   });
 
-  it("the README's Layout section names every folder of src/, and no other", () => {
-    const readme = readFileSync(join(SRC, '..', 'README.md'), 'utf8');
+  it("docs/layout.md's Layout section names every folder of src/, and no other", () => {
+    const readme = readFileSync(join(SRC, '..', 'docs/layout.md'), 'utf8');
     const start = readme.indexOf('\n## Layout\n');
     const end = readme.indexOf('\n## ', start + 1);
     const section = readme.slice(start, end < 0 ? undefined : end);

@@ -166,10 +166,10 @@ describe('the packed package, installed into a fresh application', { timeout: IN
     expect(cli.stdout.trim()).toBe(packageJson.version);
   });
 
-  it('runs the operations process as the README deploys it: migrate, start, /healthz and /readyz, SIGTERM exits 0 with no process left', async () => {
+  it('runs the operations process as docs/operations.md deploys it: migrate, start, /healthz and /readyz, SIGTERM exits 0 with no process left', async () => {
     const bin = join(app, 'node_modules/.bin/bullmq-idempotency');
-    // The README's Dockerfile and systemd unit run node on the file the bin links to.
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    // The Dockerfile and systemd unit of docs/operations.md run node on the file the bin links to.
+    const readme = readFileSync(join(ROOT, 'docs/operations.md'), 'utf8');
     const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(readme)?.[1] ?? 'null') as string[];
     expect(cmd).toEqual(['node', expect.stringMatching(/^node_modules\/bullmq-idempotency\//), 'start']);
     expect(realpathSync(join(app, cmd[1] as string))).toBe(realpathSync(bin));

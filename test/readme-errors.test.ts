@@ -1,8 +1,8 @@
 /**
- * The README's Errors table is what the CLI, the operations process and the environment checks
+ * The Errors table (docs/api.md) is what the CLI, the operations process and the environment checks
  * print: every code they report (through the one reporter, config/failure.ts) has a row, the exit
  * code a row states is the one the reporter gives, and every row that states an exit code is
- * produced by some failure. The exit-code lines of "Operating it" and the systemd unit agree too.
+ * produced by some failure. The exit-code table of docs/operations.md and its systemd unit agree too.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,14 +17,25 @@ import { ERROR_CODES } from '../src/errors/idempotency-error.js';
 import { HttpListenError } from '../src/ops/operations-process.js';
 import { ROOT } from './helpers/spawn.js';
 
-const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
+const API = readFileSync(join(ROOT, 'docs/api.md'), 'utf8');
+const OPERATIONS = readFileSync(join(ROOT, 'docs/operations.md'), 'utf8');
+
+/** A section of a guide: from its heading to the next heading of its level or above (or the end). */
+function section(doc: string, heading: string): string {
+  const start = doc.indexOf(`\n${heading}\n`);
+  expect(start, heading).toBeGreaterThan(0);
+  const level = /^#+/.exec(heading)?.[0] ?? '##';
+  const next = [...doc.slice(start + heading.length + 2).matchAll(/^(#+) /gm)].find(
+    (m) => (m[1] as string).length <= level.length,
+  );
+  return doc.slice(start, next?.index === undefined ? undefined : start + heading.length + 2 + next.index);
+}
 
 /** The rows of the Errors table: code → its "when" cell. */
 function errorsTable(): Map<string, string> {
-  const start = README.indexOf('### Errors');
-  const section = README.slice(start, README.indexOf('\n## ', start));
   const rows = new Map<string, string>();
-  for (const m of section.matchAll(/^\| `([A-Z_]+)` \| (.+?) \| [^|]+ \|$/gm)) rows.set(m[1] as string, m[2] as string);
+  for (const m of section(API, '## Errors').matchAll(/^\| `([A-Z_]+)` \| (.+?) \| [^|]+ \|$/gm))
+    rows.set(m[1] as string, m[2] as string);
   return rows;
 }
 
@@ -62,7 +73,7 @@ const FAILURES: [what: string, err: unknown][] = [
   ['anything else', new Error('boom')],
 ];
 
-describe('the README Errors table is what the CLI, start and the environment checks print', () => {
+describe('the Errors table of docs/api.md is what the CLI, start and the environment checks print', () => {
   const rows = errorsTable();
   const reported = FAILURES.map(([what, err]) => ({ what, ...describeFailure(err, { schema: 'app' }) }));
 
@@ -118,15 +129,18 @@ describe('the README Errors table is what the CLI, start and the environment che
     );
   });
 
-  it('the exit-code lines of "Operating it" and the systemd unit say the same', () => {
-    const table = README.slice(README.indexOf('## Operating it'), README.indexOf('**The CLI**'));
+  it('the exit-code table of docs/operations.md and its systemd unit say the same', () => {
+    const table = section(OPERATIONS, '### Exit codes');
     const row = (n: number) => new RegExp(`^\\| ${n} \\| (.+) \\|$`, 'm').exec(table)?.[1] ?? '';
     expect(row(EXIT.config)).toMatch(
       /a database or role that does not exist, credentials refused, a schema not migrated/,
     );
     expect(row(EXIT.config)).toContain('IDEMPOTENCY_NOT_MIGRATED');
     expect(row(EXIT.unreachable)).toMatch(/refused, timed out .*a host name that does not resolve/);
-    const unit = README.slice(README.indexOf('```ini'), README.indexOf('```', README.indexOf('```ini') + 6));
+    const unit = OPERATIONS.slice(
+      OPERATIONS.indexOf('```ini'),
+      OPERATIONS.indexOf('```', OPERATIONS.indexOf('```ini') + 6),
+    );
     expect(unit).toContain(`RestartPreventExitStatus=${EXIT.config}`);
     expect(unit).toMatch(/Bad configuration \(3: [^)]*a database or role that does not exist[^)]*\)/);
     expect(unit).toContain('an unreachable service (4) may');
