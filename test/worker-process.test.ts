@@ -116,7 +116,7 @@ describe('operations process (bullmq-idempotency start)', () => {
       expect(await get(port, '/healthz')).toEqual({ status: 200, body: { status: 'ok' } });
       expect(await get(port, '/readyz')).toEqual({
         status: 200,
-        body: { status: 'ready', postgres: 'ok', redis: 'ok' },
+        body: { status: 'ready', postgres: 'ok', redis: 'ok', schedules: 'ok' },
       });
       expect((await get(port, '/nothing-here')).status).toBe(404);
 
