@@ -210,7 +210,7 @@ describe('the packed package, installed into a fresh application', { timeout: IN
         expect(await getJson(port, '/healthz')).toEqual({ status: 200, body: { status: 'ok' } });
         expect(await getJson(port, '/readyz')).toEqual({
           status: 200,
-          body: { status: 'ready', postgres: 'ok', redis: 'ok' },
+          body: { status: 'ready', postgres: 'ok', redis: 'ok', schedules: 'ok' },
         });
 
         child.kill('SIGTERM');
