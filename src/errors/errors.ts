@@ -188,3 +188,26 @@ export class RecordLostError extends IdempotencyError<typeof ERROR_CODES.recordL
     );
   }
 }
+
+/**
+ * The job `idem.result()` waited for failed. The message is BullMQ's `failedReason` as the
+ * wrapper made it (code, class, public message, how to open the sealed copy); `reasonCode` the code
+ * it starts with. In the process that ran the attempt, `originalError()` of the `failed` event's
+ * error gives the processor's own error.
+ */
+export class JobFailedError extends IdempotencyError<typeof ERROR_CODES.jobFailed> {
+  constructor(failedReason: string, details: JobFailedError['details']) {
+    super(ERROR_CODES.jobFailed, failedReason || `job ${details.jobId} failed`, details);
+  }
+}
+
+/** The job `idem.result()` waited for did not finish within `timeoutMs` (it may still finish later). */
+export class ResultTimeoutError extends IdempotencyError<typeof ERROR_CODES.resultTimeout> {
+  constructor(details: ResultTimeoutError['details']) {
+    super(
+      ERROR_CODES.resultTimeout,
+      `job ${details.jobId} of queue ${details.queue} is still ${details.state} after ${details.timeoutMs} ms`,
+      details,
+    );
+  }
+}

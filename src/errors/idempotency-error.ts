@@ -68,6 +68,10 @@ export const ERROR_CODES = {
    * failover or crash (an asynchronous standby, `synchronous_commit` off or local); see docs/replication.md.
    */
   asyncReplica: 'IDEMPOTENCY_ASYNC_REPLICA',
+  /** `idem.result()`: the job failed; its message is BullMQ's `failedReason` (sealed where it must be). */
+  jobFailed: 'IDEMPOTENCY_JOB_FAILED',
+  /** `idem.result()`: the job did not finish within the time given. */
+  resultTimeout: 'IDEMPOTENCY_RESULT_TIMEOUT',
 } as const;
 
 export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
@@ -150,6 +154,9 @@ export type IdempotencyErrorDetails = {
   };
   IDEMPOTENCY_SCHEDULE_MISSING: never;
   IDEMPOTENCY_ASYNC_REPLICA: never;
+  /** `reasonCode`: the code `failedReason` starts with, when it does. */
+  IDEMPOTENCY_JOB_FAILED: { queue: string; jobId: string; attemptsMade: number; reasonCode: string | null };
+  IDEMPOTENCY_RESULT_TIMEOUT: { queue: string; jobId: string; state: string; timeoutMs: number };
 };
 
 /** The details table and the code table hold the same codes (checked when the library compiles). */

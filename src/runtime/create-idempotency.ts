@@ -33,6 +33,7 @@ import { defaultLogger, SILENT_LOGGER } from './default-logger.js';
 import { DEFAULT_PREFIX, type IdempotencyOptions } from './options.js';
 import { type QueueConnection, queueConnection } from './queue-connection.js';
 import { checkQueueName, RuntimeQueues } from './queues.js';
+import { DEFAULT_RESULT_TIMEOUT_MS, waitForResult } from './wait-result.js';
 import { type IdempotencyWorkerOptions, type ProcessorOptions, splitWorkerOptions } from './worker-options.js';
 
 /** The BullMQ processor `idem.processor()` returns: three parameters, so BullMQ passes its AbortSignal. */
@@ -261,6 +262,26 @@ export class Idempotency {
   ): Promise<EnqueueResult> {
     this.assertOpen();
     return operation.enqueue(this.queue(operation), input, this.enqueueOptions(operation, options));
+  }
+
+  /**
+   * Waits until a job of `operation` has finished and returns its result exactly as the processor
+   * returned it (BullMQ holds it sealed; this opens it with the runtime's keyring). For programs
+   * and tests that enqueue and need the answer; a service usually answers from its own state.
+   * @throws JobFailedError (`IDEMPOTENCY_JOB_FAILED`, the job's `failedReason` as message) or
+   * ResultTimeoutError (`IDEMPOTENCY_RESULT_TIMEOUT`)
+   *
+   * @example
+   * const { jobId } = await idem.enqueue(chargeOrder, { orderId: 'o-42', amount: 1200 });
+   * const { chargeId } = await idem.result(chargeOrder, jobId);
+   */
+  async result<S extends z.ZodType, R, P extends string>(
+    operation: Operation<S, R, P>,
+    jobId: string,
+    options: { timeoutMs?: number } = {},
+  ): Promise<R> {
+    this.assertOpen();
+    return waitForResult<R>(this.queue(operation), jobId, this.keyring, options.timeoutMs ?? DEFAULT_RESULT_TIMEOUT_MS);
   }
 
   /**
