@@ -97,7 +97,7 @@ Environment (the connection flags above win over it):
   BQI_KEYRING      keys of sealed values, id:base64:... comma-separated, the current key first:
                    inspect --decrypt and resolve --committed only (never printed)
 
-Exit codes (a failure prints CODE: message on stderr, its code from the README's Errors table):
+Exit codes (a failure prints CODE: message on stderr, its code from the Errors table in docs/api.md):
   0 ok · 1 other failure (start: shutdown deadline passed) · 2 bad arguments (a malformed key too)
   3 missing or bad configuration, a database or role that does not exist, refused credentials,
     or a schema not migrated (start: an HTTP port it cannot listen on)

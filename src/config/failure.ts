@@ -1,6 +1,6 @@
 /**
  * The one vocabulary of the CLI's and the operations process's failures: every error becomes a
- * code of `ERROR_CODES` (the README's Errors table), an exit code, and lines printed as
+ * code of `ERROR_CODES` (the Errors table, docs/api.md), an exit code, and lines printed as
  * `CODE: message` on stderr. Free of heavy imports: the CLI reports usage errors with it before
  * pg, BullMQ or zod are loaded.
  */

@@ -8,7 +8,7 @@
  * 4 Postgres or Redis unreachable at start (refused, timed out, a name that does not resolve).
  *
  * Every start-up failure is one JSON log line (fatal, with its code) on stdout and `CODE: message`
- * lines on stderr, the codes of the README's Errors table; never a stack.
+ * lines on stderr, the codes of the Errors table (docs/api.md); never a stack.
  */
 import type { Logger } from 'pino';
 import { type Config, type ConnectionFlags, loadConfig } from '../config/env.js';
