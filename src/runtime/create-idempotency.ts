@@ -288,7 +288,7 @@ export class Idempotency {
   ): Promise<EnqueueResult> {
     this.assertOpen();
     const result = await operation.enqueue(this.queue(operation), input, this.enqueueOptions(operation, options));
-    this.auditAccepted(operation, [result]);
+    this.auditAccepted(operation, [result], [options.taskId]);
     return result;
   }
 
@@ -320,7 +320,11 @@ export class Idempotency {
         return { input: it.input, options: shared ? { ...own, durable: shared } : own };
       }),
     );
-    this.auditAccepted(operation, results);
+    this.auditAccepted(
+      operation,
+      results,
+      items.map((it) => it.options?.taskId),
+    );
     return results;
   }
 
@@ -535,17 +539,28 @@ export class Idempotency {
   }
 
   /** An intent recorded outside a transaction is durable now: its acceptance goes to the trail. */
-  private auditAccepted(operation: QueuedOperation & { name: string }, results: EnqueueResult[]): void {
+  private auditAccepted(
+    operation: QueuedOperation & { name: string },
+    results: EnqueueResult[],
+    taskIds: (string | undefined)[],
+  ): void {
     const emitter = results.some((r) => r.intent === 'recorded' && !r.deferred) ? this.auditEmitter() : undefined;
     if (!emitter) return;
     const queue = this.queueName(operation);
-    for (const r of results) {
-      if (r.intent !== 'recorded' || r.deferred) continue;
-      const row = { key: r.idempotencyKey, operation: operation.name, queue, jobId: r.jobId, jobName: operation.name };
+    results.forEach((r, i) => {
+      if (r.intent !== 'recorded' || r.deferred) return;
+      const row = {
+        key: r.idempotencyKey,
+        operation: operation.name,
+        queue,
+        jobId: r.jobId,
+        jobName: operation.name,
+        taskId: taskIds[i],
+      };
       emitter.record(
         intentEvent({ ...row, data: null, opts: {} }, { kind: 'accepted', deferred: false }, this.actorId()),
       );
-    }
+    });
   }
 
   private actorId(): string {
