@@ -91,6 +91,16 @@ describe('the operations process relays intents', () => {
       // The relay's schedule is back (the sweeper's, lost too, waits for its own longer interval).
       const after = (await (await fetch(`${base}/readyz`)).json()) as { schedules: 'ok' | { missing: string[] } };
       expect(after.schedules === 'ok' ? [] : after.schedules.missing).not.toContain('relay');
+      // Each re-add is in the trail, written by the process's own audit writer.
+      await waitFor(
+        async () =>
+          (
+            await t.query(
+              `select count(*)::int as n from ${t.schema}.audit_events where action = 'idempotency.intent_readded'`,
+            )
+          ).rows[0]?.n === N,
+        `${N} re-adds in the audit trail`,
+      );
       const metrics = await (await fetch(`${base}/metrics`)).text();
       expect(metrics).toMatch(/bullmq_idempotency_intents_total\{result="readded"\} 10/);
       expect(metrics).toMatch(/bullmq_idempotency_intents_total\{result="relayed"\} 10/);

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { WriteBatchResult } from '../audit/audit-store.js';
 import { AuditEmitter, type AuditRedactor } from '../audit/emitter.js';
+import { auditRedactor } from '../audit/redact-event.js';
 import { redriveFailedAuditBatches } from '../audit/redrive-failed.js';
 import { auditPolicyFor } from '../config/audit-policy.js';
 import { type Config, describeUrl } from '../config/env.js';
@@ -248,12 +249,24 @@ export async function startOperationsProcess(
     const intentQueue = (name: string) =>
       intentQueues.get(name) ?? (intentQueues.set(name, queue(name)).get(name) as Queue);
     const relayOptions = options.relay ?? {};
+    // The relay's events name a task: redacted with the process's keyed policy, so the task is a
+    // reference that joins the workers' events, never an id in clear.
+    const relayEmitter = new AuditEmitter({
+      queue: auditQueue,
+      pool,
+      schema: config.schema,
+      redact: auditRedactor(auditPolicy),
+      redactionPolicy: auditPolicy,
+      actorId: 'intent-relay',
+      logger,
+    });
+    opened.push(async () => relayEmitter.close());
     const relay = new IntentRelay(
       {
         pool,
         schema: config.schema,
         queue: intentQueue,
-        emitter,
+        emitter: relayEmitter,
         ...(relayOptions.batchSize === undefined ? {} : { batchSize: relayOptions.batchSize }),
         ...(relayOptions.recheckAfterMs === undefined ? {} : { recheckAfterMs: relayOptions.recheckAfterMs }),
       },
@@ -352,7 +365,7 @@ export async function startOperationsProcess(
       await listener?.stop();
       await relay.stop();
       await Promise.all([backfill.close(), sweeper.close(), relayWorker.close()]);
-      await emitter.close();
+      await Promise.all([emitter.close(), relayEmitter.close()]);
       await auditWriter.close();
       await Promise.all([
         auditQueue.close(),
