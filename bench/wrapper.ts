@@ -30,6 +30,11 @@
  * - fresh: `withIdempotency`, every key new (claim, run, complete);
  * - replay: `withIdempotency`, every key already completed (the same operations enqueued again
  *   as new jobs): served from the ledger, the side effect never runs.
+ * - fresh enqueued / fresh durable (unit `intents`): the fresh path with the fill in the clock
+ *   (enqueueBulk, then the drain), without and with durable intents: `fresh durable` records
+ *   every intent in Postgres before its job is added (`durable: { pool }`) and, after the drain,
+ *   runs the relay until it has deleted every claimed intent. Their WAL, statements and CPU
+ *   include the fill (and the relay), so compare them with each other, not with the others.
  *
  * Each run fills a fresh queue completely (addBulk in chunks), then starts the worker; the clock
  * runs from the worker's start until the Worker has emitted 'completed' for every job. Every job
@@ -52,7 +57,7 @@
  * during another variant's drain (whose Postgres CPU counts every autovacuum worker).
  *
  * Run: `npm run bench` (DATABASE_URL, REDIS_URL; BENCH_JOBS, BENCH_ROUNDS, and BENCH_ONLY, a
- * comma list of raw,naive,floor,powertools,library, to narrow it for profiling; BENCH_CPU_PROFILE=dir
+ * comma list of raw,naive,floor,powertools,library,intents, to narrow it for profiling; BENCH_CPU_PROFILE=dir
  * writes a V8 CPU profile of each drain, which `npx tsx bench/profile-summary.ts` summarises).
  * Progress goes to stderr; the tables and, as the last line of stdout, one JSON object with the
  * medians (ratios: the median of the per-round ratios) go to stdout.
@@ -72,6 +77,7 @@ import { type Job, type Processor, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { migrate } from '../src/db/migrate.js';
+import { relayIntents } from '../src/intents/relay.js';
 import { boundedKey } from '../src/keys/idempotency-key.js';
 import { MicroBatcher } from '../src/ledger/micro-batcher.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
@@ -109,7 +115,7 @@ const PROFILE_DIR = process.env.BENCH_CPU_PROFILE;
 type JobData = { id: string; n: number };
 type Result = { ok: true; id: string };
 
-type UnitName = 'raw' | 'naive' | 'floor' | 'powertools' | 'library';
+type UnitName = 'raw' | 'naive' | 'floor' | 'powertools' | 'library' | 'intents';
 type VariantName =
   | 'raw'
   | 'naive'
@@ -120,7 +126,9 @@ type VariantName =
   | 'powertools_replay'
   | 'fresh'
   | 'replay'
-  | 'replay_floor';
+  | 'replay_floor'
+  | 'fresh_enqueued'
+  | 'fresh_durable';
 const VARIANTS: VariantName[] = [
   'raw',
   'naive',
@@ -132,6 +140,8 @@ const VARIANTS: VariantName[] = [
   'fresh',
   'replay',
   'replay_floor',
+  'fresh_enqueued',
+  'fresh_durable',
 ];
 
 /** One way of processing: how its jobs are enqueued and processed, and what it must do. */
@@ -148,6 +158,10 @@ type Variant = {
   idOf(job: Job): string | undefined;
   /** The Postgres tables its drain writes: vacuumed right after it, and that vacuum billed to it. */
   writes?: readonly string[];
+  /** The fill is measured with the drain (clock, CPU, WAL, statements): what enqueue costs is compared. */
+  timedFill?: boolean;
+  /** Measured after the drain (with `timedFill`): the relay's clean-up. */
+  afterDrain?(queue: Queue): Promise<void>;
 };
 
 type Measurement = {
@@ -362,11 +376,18 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
   const queueName = `bench-wrapper-${ctx.runId}-${variant.name}-${tag}`;
   const queue = new Queue(queueName, { connection: ctx.redis, defaultJobOptions: JOB_OPTS });
   try {
-    const items = Array.from({ length: count }, (_, n) => ({ id: `${ctx.runId}-${variant.unit}-${tag}-${n}`, n }));
-    for (let i = 0; i < items.length; i += CHUNK) await variant.enqueue(queue, items.slice(i, i + CHUNK));
-    const waiting = await queue.getWaitingCount();
-    if (waiting !== count)
-      throw new Error(`${variant.name}: ${waiting} jobs waiting after the fill, expected ${count}`);
+    // The fill-timed pair runs fresh keys each: its own ids, not its unit's.
+    const ids = variant.timedFill ? variant.name : variant.unit;
+    const items = Array.from({ length: count }, (_, n) => ({ id: `${ctx.runId}-${ids}-${tag}-${n}`, n }));
+    const fill = async () => {
+      const started = performance.now();
+      for (let i = 0; i < items.length; i += CHUNK) await variant.enqueue(queue, items.slice(i, i + CHUNK));
+      const waiting = await queue.getWaitingCount();
+      if (waiting !== count)
+        throw new Error(`${variant.name}: ${waiting} jobs waiting after the fill, expected ${count}`);
+      return (performance.now() - started) / 1000;
+    };
+    let filled = variant.timedFill ? 0 : await fill();
 
     // Each drain starts with no dirty pages or WAL left by the one before it, so a checkpoint
     // triggered by another variant's writes does not land in this one (needs superuser).
@@ -378,7 +399,12 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
     const redis0 = await redisCommands(ctx.redis);
     const pids = await postgresPids(ctx.admin);
     const cpu0 = cpuSnapshot(pids);
-    const { seconds, peakRss, gcMs } = await drain(queueName, processor, count, variant, tag);
+    if (variant.timedFill) filled = await fill();
+    const drained = await drain(queueName, processor, count, variant, tag);
+    const afterStarted = performance.now();
+    await variant.afterDrain?.(queue);
+    const seconds = drained.seconds + (variant.timedFill ? filled + (performance.now() - afterStarted) / 1000 : 0);
+    const { peakRss, gcMs } = drained;
     for (const pid of await postgresPids(ctx.admin)) pids.add(pid);
     const split = cpuSplit(cpu0, cpuSnapshot(pids));
     const cpu = split && perThousand(split, count);
@@ -425,10 +451,10 @@ async function vacuumWritten(ctx: Context, variant: Variant, count: number): Pro
 }
 
 /** After a library fresh run: every key of the round is completed in the ledger. */
-async function checkLedger(ctx: Context, tag: string, count: number): Promise<void> {
+async function checkLedger(ctx: Context, ids: string, tag: string, count: number): Promise<void> {
   const res = await ctx.admin.query<{ n: string }>(
     `select count(*) as n from ${ctx.schema}.idempotency_ledger where status = 'completed' and split_part(key, ':', 2) like $1`,
-    [`${ctx.runId}-library-${tag}-%`],
+    [`${ctx.runId}-${ids}-${tag}-%`],
   );
   if (Number(res.rows[0]!.n) !== count) {
     throw new Error(`fresh (${tag}): ${res.rows[0]!.n} completed ledger rows, expected ${count}`);
@@ -441,6 +467,7 @@ const UNITS: Record<UnitName, VariantName[]> = {
   floor: ['floor', 'read_floor', 'fresh_floor'],
   powertools: ['powertools', 'powertools_replay'],
   library: ['fresh', 'replay', 'replay_floor'],
+  intents: ['fresh_enqueued', 'fresh_durable'],
 };
 
 async function runUnit(
@@ -452,7 +479,9 @@ async function runUnit(
   const out = new Map<VariantName, Measurement>();
   for (const name of UNITS[unit]) {
     out.set(name, await runVariant(ctx, ctx.variants[name], tag, count));
-    if (name === 'fresh') await checkLedger(ctx, tag, count);
+    if (name === 'fresh' || name === 'fresh_durable') {
+      await checkLedger(ctx, name === 'fresh' ? 'library' : name, tag, count);
+    }
   }
   return out;
 }
@@ -791,6 +820,43 @@ function buildVariants(
     powertools_replay: powertools('powertools_replay'),
     fresh: library('fresh'),
     replay: library('replay'),
+    fresh_enqueued: { ...library('fresh'), name: 'fresh_enqueued', unit: 'intents', timedFill: true },
+    fresh_durable: {
+      ...library('fresh'),
+      name: 'fresh_durable',
+      unit: 'intents',
+      timedFill: true,
+      writes: [`${ledger.schema}.idempotency_ledger`, `${ledger.schema}.idempotency_intents`],
+      // Recorded in Postgres first (one statement per chunk), then added; no grace, so the relay
+      // after the drain sees every intent and deletes the claimed ones.
+      enqueue: async (queue, items) => {
+        const durable = { pool: ledger.pool, schema: ledger.schema, graceMs: 0 };
+        await operation.enqueueBulk(
+          queue,
+          items.map((input) => ({ input, options: { jobOptions: JOB_OPTS, durable } })),
+        );
+      },
+      afterDrain: async (queue) => {
+        let claimed = 0;
+        for (;;) {
+          const c = await relayIntents({
+            pool: ledger.pool,
+            schema: ledger.schema,
+            queue: () => queue,
+            batchSize: 1000,
+          });
+          claimed += c.claimed;
+          if (c.relayed + c.readded > 0)
+            throw new Error(`fresh durable: the relay added ${c.relayed + c.readded} jobs`);
+          if (c.claimed === 0) break;
+        }
+        const left = await ledger.pool.query<{ n: number }>(
+          `select count(*)::int as n from ${ledger.schema}.idempotency_intents`,
+        );
+        if (left.rows[0]?.n !== 0)
+          throw new Error(`fresh durable: ${left.rows[0]?.n} intents left after the relay (${claimed} deleted)`);
+      },
+    },
     replay_floor: {
       ...library('replay'),
       name: 'replay_floor',
@@ -825,6 +891,8 @@ const LABELS: Record<VariantName, string> = {
   fresh: 'withIdempotency fresh',
   replay: 'withIdempotency replay',
   replay_floor: 'replay floor',
+  fresh_enqueued: 'fresh, fill timed',
+  fresh_durable: 'fresh durable, fill timed',
 };
 
 type Results = Map<VariantName, Measurement[]>;
@@ -854,6 +922,7 @@ function report(results: Results): void {
   ratioRow('replay / read floor', 'replay', 'read_floor');
   ratioRow('replay / replay floor', 'replay', 'replay_floor');
   ratioRow('replay / powertools_replay', 'replay', 'powertools_replay');
+  ratioRow('fresh durable / fresh (fill timed)', 'fresh_durable', 'fresh_enqueued');
   console.log(
     `\nThroughput: ${JOBS} jobs per drain, concurrency ${CONCURRENCY} (ratio median = median of per-round ratios)`,
   );
@@ -909,6 +978,20 @@ function report(results: Results): void {
   );
 }
 
+/** WAL bytes and CPU (n+pg+r, s per 1000 jobs) per job of the two fill-timed variants, medians. */
+function intentsCost(results: Results): Record<string, { wal_b_per_job: number; cpu_s_per_1000: number | null }> {
+  const out: Record<string, { wal_b_per_job: number; cpu_s_per_1000: number | null }> = {};
+  for (const v of ['fresh_enqueued', 'fresh_durable'] as const) {
+    const ms = results.get(v);
+    if (!ms) continue;
+    out[v] = {
+      wal_b_per_job: Math.round(median(ms.map((m) => m.walBytesPerJob))),
+      cpu_s_per_1000: ms[0]?.cpu ? round2(median(ms.map((m) => m.cpu!.node + m.cpu!.postgres + m.cpu!.redis))) : null,
+    };
+  }
+  return out;
+}
+
 function summary(results: Results): Record<string, unknown> {
   const perSec = (v: VariantName) => {
     const ms = results.get(v);
@@ -944,6 +1027,10 @@ function summary(results: Results): Record<string, unknown> {
     replay_floor_per_s: perSec('replay_floor'),
     replay_floor_vs_raw: ratio('replay_floor', 'raw'),
     replay_vs_replay_floor: ratio('replay', 'replay_floor'),
+    fresh_enqueued_per_s: perSec('fresh_enqueued'),
+    fresh_durable_per_s: perSec('fresh_durable'),
+    fresh_durable_vs_enqueued: ratio('fresh_durable', 'fresh_enqueued'),
+    intents_cost: intentsCost(results),
     peak_rss_mb: peak,
     vacuum_cpu_ms_per_job: vacuum,
   };
@@ -952,8 +1039,10 @@ function summary(results: Results): Record<string, unknown> {
 async function main(): Promise<void> {
   const runId = randomBytes(4).toString('hex');
   const schema = `bench_wrapper_${runId}`;
-  const only = (process.env.BENCH_ONLY ?? 'raw,naive,floor,powertools,library').split(',').map((s) => s.trim());
-  const units = (['raw', 'naive', 'floor', 'powertools', 'library'] as const).filter((u) => only.includes(u));
+  const only = (process.env.BENCH_ONLY ?? 'raw,naive,floor,powertools,library,intents').split(',').map((s) => s.trim());
+  const units = (['raw', 'naive', 'floor', 'powertools', 'library', 'intents'] as const).filter((u) =>
+    only.includes(u),
+  );
   if (units.length === 0) throw new Error(`BENCH_ONLY names no unit: ${process.env.BENCH_ONLY}`);
 
   // Every connection of this run carries the run's application_name (see postgresPids).

@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 import { type Job, Queue, Worker } from 'bullmq';
 import { AuditStore, createAuditWriter, renderTimeline, timeline } from '../src/entries/audit.js';
-import { migrate, PostgresLedger } from '../src/entries/ledger.js';
+import { migrate, PostgresLedger, relayIntents } from '../src/entries/ledger.js';
 import { answerConfirmation, listConfirmations } from '../src/entries/ops.js';
 import { type IdempotentProcessor, parseKeyringSpec, unseal, withIdempotency } from '../src/index.js';
 import { postEffect, startCommitCounter } from '../src/testing/index.js';
@@ -397,6 +397,43 @@ try {
   told.timeline = renderTimeline(t);
   const c = await timeline({ taskId: DEMO_CONFIRM_TASK }, { store: new AuditStore(ledger.pool, schema), ledger });
   told.confirmationTrail = trailLine(c.events);
+
+  // Last, after the audit side (whose backfill counts the rows above): an intent outlives Redis.
+  await scenario('intents recorded, then Redis lost their jobs', async () => {
+    const q = queue();
+    const orders = ['J-901', 'J-902', 'J-903'];
+    // Accepted in the business transaction (the transactional outbox): recorded in Postgres,
+    // the jobs added by the relay once it committed.
+    const client = await ledger.pool.connect();
+    const accepted = [];
+    try {
+      await client.query('begin');
+      for (const order of orders) {
+        accepted.push(await idem.enqueue(q, { order, amount: 90 }, { durable: { tx: client, schema } }));
+      }
+      await client.query('commit');
+    } finally {
+      client.release();
+    }
+    const relay = () => relayIntents({ pool: ledger.pool, schema, queue: () => q, recheckAfterMs: 0 });
+    await relay();
+    // Redis loses every job before a worker claims one (a restart without persistence).
+    const { Redis } = await import('ioredis');
+    const redis = new Redis(svc.redisUrl);
+    let lost = 0;
+    for (const a of accepted) lost += await redis.del(q.toKey(a.jobId));
+    for (const k of await redis.keys(`${q.toKey('')}*`)) await redis.del(k);
+    await redis.quit();
+    const { readded } = await relay();
+    worker(q, wrap(idem, chargeProcessor(ds.url)));
+    const done = await Promise.all(accepted.map((a) => finished(q, a.jobId)));
+    const states = new Set(await Promise.all(accepted.map((a) => ledgerState(a.key))));
+    return {
+      intents: orders.length,
+      ledger: [...states].join(', '),
+      outcome: `${lost} jobs deleted from Redis before a claim; ${readded} added again by the relay: ${done.filter((d) => d.state === 'completed').length}× ok`,
+    };
+  });
 } finally {
   for (const close of closers) await close().catch(() => {});
   await ds.close();

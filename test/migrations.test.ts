@@ -24,7 +24,8 @@ const AUDIT_TABLES = [
   'audit_outbox',
 ];
 const CONFIRMATIONS = 'idempotency_confirmations';
-const LIBRARY_TABLES = [...AUDIT_TABLES, CONFIRMATIONS, LEDGER];
+const INTENTS = 'idempotency_intents';
+const LIBRARY_TABLES = [...AUDIT_TABLES, CONFIRMATIONS, INTENTS, LEDGER];
 const LEDGER_INDEXES = ['idempotency_ledger_pkey', 'idempotency_ledger_sweep_idx', 'idempotency_ledger_task_idx'];
 /** Schemas created by this file besides t.schema; dropped in afterAll. */
 const extraSchemas: string[] = [];
@@ -191,10 +192,12 @@ describe('migrate up, down and up again', () => {
     const partitioned = async () =>
       (await t.query(`select relkind from pg_class where oid = $1::regclass`, [`${schema}.audit_events`])).rows[0]
         ?.relkind;
-    // 0010's 'down' (the last) took the sweeper's sweep_after index and column; 0009's put the
-    // text fingerprint back, 0008's the expiry index and the jsonb record; 0007's drops the
-    // confirmations table.
-    expect(last).toBe('0010-ledger-sweep-index');
+    // 0011's 'down' (the last) took the intents table; 0010's the sweeper's sweep_after index and
+    // column; 0009's put the text fingerprint back, 0008's the expiry index and the jsonb record;
+    // 0007's drops the confirmations table.
+    expect(last).toBe('0011-intents');
+    expect(await tablesOf(schema)).not.toContain(INTENTS);
+    expect(await downTo(schema, '0010-ledger-sweep-index')).toEqual([down('0010-ledger-sweep-index')]);
     expect(await indexesOf(schema)).not.toContain('idempotency_ledger_sweep_idx');
     expect(await ledgerColumns()).not.toContain('sweep_after');
     expect(await columnType(schema, 'fingerprint')).toBe('bytea');
@@ -206,7 +209,7 @@ describe('migrate up, down and up again', () => {
     expect(await downTo(schema, '0007-confirmations')).toEqual([down('0007-confirmations')]);
     expect(await tablesOf(schema)).not.toContain(CONFIRMATIONS);
     expect(await partitioned()).toBe('p');
-    for (let i = migrationNames.length - 5; migrationNames[i + 1] !== '0004-audit-event-id-unique'; i--) {
+    for (let i = migrationNames.length - 6; migrationNames[i + 1] !== '0004-audit-event-id-unique'; i--) {
       expect((await migrate({ connectionString: t.databaseUrl, schema, to: 'down' })).results).toEqual([
         down(migrationNames[i]!),
       ]);

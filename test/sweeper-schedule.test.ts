@@ -122,10 +122,10 @@ describe('the sweeper schedule under a Redis that lost its data', () => {
       }
     };
     try {
-      expect((await stats()).schedules).toEqual({ sweeper: true });
+      expect((await stats()).schedules).toMatchObject({ sweeper: true });
       expect(await loseSweeperKeys(redis)).toBeGreaterThan(0);
       const lost = await stats();
-      expect(lost.schedules).toEqual({ sweeper: false });
+      expect(lost.schedules).toMatchObject({ sweeper: false });
       expect(renderStats(lost)).toMatch(/^ {2}sweeper\s+MISSING from Redis/m);
     } finally {
       await redis.quit();

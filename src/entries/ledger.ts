@@ -15,6 +15,28 @@ export type { PoolLogger } from '../db/pool-errors.js';
 export { canonicalJson } from '../fingerprint/canonical-json.js';
 export { fingerprint } from '../fingerprint/fingerprint.js';
 export { keyedFingerprint } from '../fingerprint/keyed-fingerprint.js';
+export { type IntentTx, intentExecutor } from '../intents/executor.js';
+export { intentChannel, pendingIntents } from '../intents/intent-store.js';
+export { KeptSchedule, type KeptScheduleSpec, type KeptScheduleState } from '../intents/kept-schedule.js';
+export { IntentListener } from '../intents/listener.js';
+export {
+  DEFAULT_INTENT_GRACE_MS,
+  DEFAULT_RELAY_BATCH_SIZE,
+  DEFAULT_RELAY_MAX_BATCHES,
+  DEFAULT_RELAY_RECHECK_MS,
+  IntentRelay,
+  type RelayCounts,
+  type RelayOptions,
+  relayIntents,
+} from '../intents/relay.js';
+export {
+  createRelayWorker,
+  DEFAULT_RELAY_EVERY_MS,
+  DEFAULT_RELAY_QUEUE,
+  RELAY_SCHEDULER_ID,
+  relaySchedule,
+  relayScheduled,
+} from '../intents/relay-worker.js';
 export {
   createSweeperWorker,
   DEFAULT_SWEEPER_QUEUE,

@@ -1,4 +1,6 @@
 import type { JobState, JobsOptions } from 'bullmq';
+import type pg from 'pg';
+import type { IntentTx } from '../intents/executor.js';
 import type { IdempotencyKey } from '../keys/idempotency-key.js';
 import type { Keyring } from '../sealing/keyring.js';
 import type { WorkerTiming } from './retry-window.js';
@@ -16,6 +18,33 @@ export type EnqueueOptions = {
   worker?: WorkerTiming;
   /** Seals the operation's `sensitiveInput` fields; required when it declares any. */
   keyring?: Keyring;
+  /**
+   * Records the intent in Postgres (the library's `idempotency_intents` table) before BullMQ
+   * holds a job for it, so that an intent accepted survives a Redis that loses its data: a relay
+   * adds its job again until it is claimed (see docs/intents.md).
+   * - `{ pool }`: recorded, then the job is added at once (an idempotent add: its id is the key's);
+   * - `{ tx }`: recorded only, in the caller's transaction (a `pg` client inside `BEGIN`, or a
+   *   kysely `Transaction`): the job is added by a relay after the commit, never before, and
+   *   never for a transaction that rolls back.
+   *
+   * @example
+   * await client.query('begin');
+   * await client.query('insert into orders …');
+   * await chargeOrder.enqueue(queue, input, { durable: { tx: client, schema: 'payments' } });
+   * await client.query('commit');   // the relay adds the job now
+   */
+  durable?: DurableIntentOptions;
+};
+
+/** Where {@link EnqueueOptions.durable} records the intent: a pool (add at once) or the caller's transaction. */
+export type DurableIntentOptions = ({ pool: pg.Pool; tx?: undefined } | { tx: IntentTx; pool?: undefined }) & {
+  /** Schema of the library's tables. @defaultValue `'public'` */
+  schema?: string;
+  /**
+   * With `pool`: how long the relay leaves the intent to this producer's own add before it looks.
+   * @defaultValue 30 000
+   */
+  graceMs?: number;
 };
 
 /**
@@ -36,4 +65,14 @@ export type EnqueueResult = {
   added: boolean;
   /** With `added: false`, the state of the job that absorbed the add (e.g. `completed`). */
   state?: AbsorbedState;
+  /**
+   * With `durable`: `recorded` when this call recorded the intent, `existing` when the key's
+   * intent was recorded already (and not yet claimed).
+   */
+  intent?: 'recorded' | 'existing';
+  /**
+   * True when the intent was recorded in the caller's transaction: no job was added (`added` is
+   * false); a relay adds it after the commit.
+   */
+  deferred?: boolean;
 };

@@ -16,7 +16,8 @@ export type HealthOptions = {
   stopping(): boolean;
   /**
    * The process's job schedules, by name, each true when it exists in Redis (read live). A missing
-   * one makes `/readyz` answer 503 naming it, until the process re-creates it (see SweeperSchedule).
+   * one makes `/readyz` answer 503 naming it, until the process re-creates it (see SweeperSchedule
+   * and, for the intent relay's, KeptSchedule).
    */
   schedules?(): Promise<Record<string, boolean>>;
   /** @defaultValue {@link DEFAULT_READY_TIMEOUT_MS} */
@@ -39,7 +40,7 @@ async function check(p: () => Promise<unknown>, timeoutMs: number): Promise<Chec
  * `/healthz` (liveness: the process is not stopping and its workers run; touches no service) and
  * `/readyz` (readiness: Postgres answers `select 1` and Redis answers a read of the audit queue, each within
  * `readyTimeoutMs`, and every job schedule exists). Both answer 200 or 503 with a JSON body naming
- * what failed, by code (a missing schedule by name: `schedules: { missing: ['sweeper'] }`).
+ * what failed, by code (a missing schedule by name: `schedules: { missing: ['sweeper', 'relay'] }`).
  */
 export function healthRoutes(options: HealthOptions): HttpRoute[] {
   const timeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;

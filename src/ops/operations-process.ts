@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { WriteBatchResult } from '../audit/audit-store.js';
 import { AuditEmitter, type AuditRedactor } from '../audit/emitter.js';
+import { auditRedactor } from '../audit/redact-event.js';
 import { redriveFailedAuditBatches } from '../audit/redrive-failed.js';
 import { auditPolicyFor } from '../config/audit-policy.js';
 import { type Config, describeUrl } from '../config/env.js';
@@ -13,6 +14,17 @@ import { checkRedis, connectPostgres, openRedis, type RedisConnection } from '..
 import { confirmationHttpHandler } from '../confirm/http-handler.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
+import type { KeptSchedule } from '../intents/kept-schedule.js';
+import { IntentListener } from '../intents/listener.js';
+import { IntentRelay } from '../intents/relay.js';
+import {
+  createRelayWorker,
+  DEFAULT_RELAY_EVERY_MS,
+  DEFAULT_RELAY_QUEUE,
+  relayMetrics,
+  relaySchedule,
+  relayScheduled,
+} from '../intents/relay-worker.js';
 import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from '../jobs/audit-backfill.js';
 import { createAuditWriter } from '../jobs/audit-writer.js';
 import {
@@ -57,9 +69,11 @@ export type OperationsProcess = {
    * Idempotent: later calls return the first call's promise.
    */
   close(options?: { timeoutMs?: number }): Promise<{ clean: boolean }>;
-  readonly workers: { auditWriter: Worker; backfill: Worker; sweeper: Worker };
-  /** The sweeper's schedule, kept in Redis: re-created when a check finds it missing. */
-  readonly schedules: { sweeper: SweeperSchedule };
+  readonly workers: { auditWriter: Worker; backfill: Worker; sweeper: Worker; relay: Worker };
+  /** The sweeper's and the intent relay's schedules, kept in Redis: re-created when a check finds one missing. */
+  readonly schedules: { sweeper: SweeperSchedule; relay: KeptSchedule };
+  /** The intent relay (docs/intents.md): `totals` counts what it relayed, re-added and deleted. */
+  readonly relay: IntentRelay;
   /** The HTTP server, when `BQI_HTTP_PORT` is set: mount more routes with `http.route()`. */
   readonly http: OpsHttpServer | undefined;
   readonly logger: Logger;
@@ -75,6 +89,13 @@ export type OperationsProcessOptions = {
    * serve your own beside them. @defaultValue a new `Registry`
    */
   registry?: Registry;
+  /**
+   * The intent relay: scheduled every `everyMs` (re-created when missing, like the sweeper's), and
+   * woken by each commit that recorded an intent (`LISTEN`, one connection held; `listen: false`
+   * behind a pooler in transaction mode).
+   * @defaultValue `{ everyMs: 5000, listen: true }`
+   */
+  relay?: { everyMs?: number; listen?: boolean; batchSize?: number; recheckAfterMs?: number };
 };
 
 /** The registry of `/metrics`, with Node's default metrics (once per registry). */
@@ -224,6 +245,48 @@ export async function startOperationsProcess(
       config.httpPort === undefined
         ? undefined
         : new OperationsMetrics({ pool, schema: config.schema, auditQueue, registry: processRegistry(options) });
+
+    // The intent relay: one queue per name of the intents it adds, closed with the process.
+    const relayQueue = queue(DEFAULT_RELAY_QUEUE);
+    const intentQueues = new Map<string, Queue>();
+    const intentQueue = (name: string) =>
+      intentQueues.get(name) ?? (intentQueues.set(name, queue(name)).get(name) as Queue);
+    const relayOptions = options.relay ?? {};
+    // The relay's events name a task: redacted with the process's keyed policy, so the task is a
+    // reference that joins the workers' events, never an id in clear.
+    const relayEmitter = new AuditEmitter({
+      queue: auditQueue,
+      pool,
+      schema: config.schema,
+      redact: auditRedactor(auditPolicy),
+      redactionPolicy: auditPolicy,
+      actorId: 'intent-relay',
+      logger,
+    });
+    opened.push(async () => relayEmitter.close());
+    const relay = new IntentRelay(
+      {
+        pool,
+        schema: config.schema,
+        queue: intentQueue,
+        emitter: relayEmitter,
+        ...(relayOptions.batchSize === undefined ? {} : { batchSize: relayOptions.batchSize }),
+        ...(relayOptions.recheckAfterMs === undefined ? {} : { recheckAfterMs: relayOptions.recheckAfterMs }),
+      },
+      logger,
+      metrics ? relayMetrics(metrics.registry) : undefined,
+    );
+    const relayWorker = track(createRelayWorker({ connection, relay, prefix, logger }));
+    const relayEvery = relaySchedule(relayQueue, relayOptions.everyMs ?? DEFAULT_RELAY_EVERY_MS, logger);
+    opened.push(async () => relayEvery.stop());
+    const listener =
+      relayOptions.listen === false
+        ? undefined
+        : new IntentListener(pool, config.schema, () => void relay.run(), logger);
+    opened.push(async () => {
+      await listener?.stop();
+      await relay.stop();
+    });
     // One line per audit batch: counts only (events are never logged).
     auditWriter.on('completed', (_job, r: Partial<WriteBatchResult> & { skipped?: boolean }) => {
       if (r.skipped) return;
@@ -236,11 +299,12 @@ export async function startOperationsProcess(
       if (r.deleted > 0) logger.info({ ...r }, 'ledger swept');
       else logger.debug({ ...r }, 'ledger swept');
     });
-    const workers = { auditWriter, backfill, sweeper };
+    const workers = { auditWriter, backfill, sweeper, relay: relayWorker };
     for (const [name, w] of [
       ['audit writer', auditWriter],
       ['backfill', backfill],
       ['sweeper', sweeper],
+      ['relay', relayWorker],
     ] as const) {
       w.on('failed', (job, err) =>
         logger.warn(
@@ -259,7 +323,10 @@ export async function startOperationsProcess(
             pool,
             pingRedis: async () => (await auditQueue.backend.client).llen(auditQueue.toKey('wait')),
             workers,
-            schedules: async () => ({ sweeper: await sweeperScheduled(sweeperQueue) }),
+            schedules: async () => ({
+              sweeper: await sweeperScheduled(sweeperQueue),
+              relay: await relayScheduled(relayQueue),
+            }),
             stopping: () => closing !== undefined,
           }),
           {
@@ -297,14 +364,26 @@ export async function startOperationsProcess(
     const server = http;
     // Scheduled once everything has started (the port too): a start that fails leaves nothing in Redis.
     await sweepSchedule.start();
+    await relayEvery.start();
+    await listener?.start();
+    // Intents committed while no relay listened are taken now, not at the first tick.
+    void relay.run();
 
     // Producers of audit events stop first, then the emitter flushes, then the writer.
     const graceful = async () => {
       sweepSchedule.stop();
-      await Promise.all([backfill.close(), sweeper.close()]);
-      await emitter.close();
+      relayEvery.stop();
+      await listener?.stop();
+      await relay.stop();
+      await Promise.all([backfill.close(), sweeper.close(), relayWorker.close()]);
+      await Promise.all([emitter.close(), relayEmitter.close()]);
       await auditWriter.close();
-      await Promise.all([auditQueue.close(), sweeperQueue.close()]);
+      await Promise.all([
+        auditQueue.close(),
+        sweeperQueue.close(),
+        relayQueue.close(),
+        ...[...intentQueues.values()].map((q) => q.close()),
+      ]);
       await server?.close();
       await sharedRedis.close();
       await pool.end();
@@ -342,14 +421,21 @@ export async function startOperationsProcess(
         redis: describeRedisUrl(config.redisUrl),
         schema: config.schema,
         prefix,
-        queues: { audit: config.auditQueue, backfill: DEFAULT_BACKFILL_QUEUE, sweeper: DEFAULT_SWEEPER_QUEUE },
+        queues: {
+          audit: config.auditQueue,
+          backfill: DEFAULT_BACKFILL_QUEUE,
+          sweeper: DEFAULT_SWEEPER_QUEUE,
+          relay: DEFAULT_RELAY_QUEUE,
+        },
         sweepEveryMs: config.sweepEveryMs,
+        relayEveryMs: relayOptions.everyMs ?? DEFAULT_RELAY_EVERY_MS,
+        intentListener: listener ? 'listening' : 'off',
         confirmations: server && config.operators ? 'served at /confirmations' : 'off',
         ...(server?.address ? { http: { host: server.address.address, port: server.address.port } } : {}),
       },
       'started',
     );
-    return { close, workers, schedules: { sweeper: sweepSchedule }, http: server, logger };
+    return { close, workers, schedules: { sweeper: sweepSchedule, relay: relayEvery }, relay, http: server, logger };
   } catch (err) {
     await settleWithin(Promise.allSettled(opened.map((close) => close(true))), FORCE_CLOSE_MS);
     await http?.close();

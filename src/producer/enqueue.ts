@@ -1,8 +1,11 @@
 import type { Queue } from 'bullmq';
+import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import { sha256 } from '../fingerprint/sha256.js';
+import { intentExecutor } from '../intents/executor.js';
+import { type IntentRow, recordIntents } from '../intents/intent-store.js';
 import { boundedKey, type IdempotencyKey } from '../keys/idempotency-key.js';
-import type { AbsorbedState, EnqueueOptions, EnqueueResult } from '../operation/enqueue-types.js';
+import type { AbsorbedState, DurableIntentOptions, EnqueueOptions, EnqueueResult } from '../operation/enqueue-types.js';
 import { ENVELOPE_FIELD, type JobEnvelope } from '../operation/envelope.js';
 import { assertRetentionCovers, type RetryWindowOptions, retryWindowMs } from '../operation/retry-window.js';
 import { sealInput } from '../sealing/sealed-input.js';
@@ -44,14 +47,78 @@ function prepare<I>(op: EnqueueableOperation, queue: Queue, input: I, options: E
     input: sealInput(op, parsed, options.keyring),
   };
   const jobId = jobIdFor(key);
-  return { key, jobId, envelope, opts: { ...options.jobOptions, jobId } };
+  return { key, jobId, envelope, opts: { ...options.jobOptions, jobId }, taskId: options.taskId };
 }
 
-/** What the queue's Redis client offers for the read-back (BullMQ 6: `backend.client`; 5: `client`). */
-type TimestampReader = {
-  pipeline(): { hget(key: string, field: string): unknown; exec(): Promise<[Error | null, unknown][] | null> };
+type Prepared = ReturnType<typeof prepare>;
+
+/** The default grace before a relay looks at an intent whose producer adds the job itself. */
+const DEFAULT_GRACE_MS = 30_000;
+
+/**
+ * Records the intents of `prepared` where `durable` says (one statement), before any job is
+ * added; returns the keys this call recorded. The rows carry the envelope exactly as the job
+ * will: sealed fields sealed.
+ */
+async function recordDurable(
+  op: EnqueueableOperation,
+  queue: Queue,
+  prepared: Prepared[],
+  durable: DurableIntentOptions,
+): Promise<Set<string>> {
+  const target = durable.tx ?? durable.pool;
+  if (!target || (durable.tx && durable.pool)) {
+    throw new IdempotencyConfigError('durable: give either { pool } or { tx }', { option: 'durable' });
+  }
+  const schema = checkSchema(durable.schema ?? DEFAULT_SCHEMA);
+  const rows: IntentRow[] = prepared.map((p) => ({
+    key: boundedKey(p.key),
+    operation: op.name,
+    queue: queue.name,
+    jobId: p.jobId,
+    jobName: op.name,
+    data: p.envelope,
+    opts: p.opts,
+    taskId: p.taskId,
+  }));
+  return recordIntents(
+    intentExecutor(target, durable.tx ? 'durable.tx' : 'durable.pool'),
+    schema,
+    rows,
+    durable.tx ? { addNow: false } : { addNow: true, graceMs: durable.graceMs ?? DEFAULT_GRACE_MS },
+  );
+}
+
+/** The result of an intent recorded in the caller's transaction: no job yet. */
+function deferredResult(p: Prepared, recorded: Set<string>): EnqueueResult {
+  const idempotencyKey = boundedKey(p.key);
+  return {
+    jobId: p.jobId,
+    key: p.key,
+    idempotencyKey,
+    added: false,
+    intent: recorded.has(idempotencyKey) ? 'recorded' : 'existing',
+    deferred: true,
+  };
+}
+
+/** What the queue's Redis client offers for pipelined reads (BullMQ 6: `backend.client`; 5: `client`). */
+type QueueReader = {
+  pipeline(): {
+    hget(key: string, field: string): unknown;
+    exists(key: string): unknown;
+    exec(): Promise<[Error | null, unknown][] | null>;
+  };
 };
-type QueueView = { client?: Promise<TimestampReader>; backend?: { client?: Promise<TimestampReader> } };
+type QueueView = { client?: Promise<QueueReader>; backend?: { client?: Promise<QueueReader> } };
+
+/** The queue's own Redis client (BullMQ 6: `backend.client`; 5: `client`), for pipelined reads. */
+export async function queueRedis(queue: Queue): Promise<QueueReader> {
+  const view = queue as unknown as QueueView;
+  const client = await (view.backend?.client ?? view.client);
+  if (!client) throw new IdempotencyConfigError('the queue exposes no Redis client', { option: 'queue' });
+  return client;
+}
 
 /**
  * Whether each add created its job. BullMQ 6.7 answers a duplicate id with the id alone (`add`
@@ -65,10 +132,7 @@ async function outcomes(
   queue: Queue,
   added: { jobId: string; stampedAt: number }[],
 ): Promise<Pick<EnqueueResult, 'added' | 'state'>[]> {
-  const view = queue as unknown as QueueView;
-  const client = await (view.backend?.client ?? view.client);
-  if (!client) throw new IdempotencyConfigError('the queue exposes no Redis client', { option: 'queue' });
-  const pipeline = client.pipeline();
+  const pipeline = (await queueRedis(queue)).pipeline();
   for (const a of added) pipeline.hget(queue.toKey(a.jobId), 'timestamp');
   const replies = (await pipeline.exec()) ?? [];
   return Promise.all(
@@ -97,11 +161,20 @@ export async function enqueue<I>(
   options?: EnqueueOptions,
 ): Promise<EnqueueResult> {
   const p = prepare(op, queue, input, options);
+  const recorded = options?.durable ? await recordDurable(op, queue, [p], options.durable) : undefined;
+  if (recorded && options?.durable?.tx) return deferredResult(p, recorded);
   const job = await queue.add(op.name, p.envelope, p.opts);
   const [o = { added: false, state: 'unknown' as const }] = await outcomes(queue, [
     { jobId: p.jobId, stampedAt: job.timestamp },
   ]);
-  return { jobId: p.jobId, key: p.key, idempotencyKey: boundedKey(p.key), ...o };
+  const idempotencyKey = boundedKey(p.key);
+  return {
+    jobId: p.jobId,
+    key: p.key,
+    idempotencyKey,
+    ...o,
+    ...(recorded ? { intent: recorded.has(idempotencyKey) ? 'recorded' : 'existing' } : {}),
+  };
 }
 
 /** {@link enqueue} for many operations in one atomic `addBulk`; one result per item, in order. */
@@ -111,15 +184,27 @@ export async function enqueueBulk<I>(
   items: { input: I; options?: EnqueueOptions }[],
 ): Promise<EnqueueResult[]> {
   const prepared = items.map((it) => prepare(op, queue, it.input, it.options));
+  const durable = items[0]?.options?.durable;
+  if (items.some((it) => it.options?.durable !== durable)) {
+    throw new IdempotencyConfigError('enqueueBulk: every item must have the same `durable` (or none)', {
+      option: 'durable',
+    });
+  }
+  const recorded = durable ? await recordDurable(op, queue, prepared, durable) : undefined;
+  if (recorded && durable?.tx) return prepared.map((p) => deferredResult(p, recorded));
   const jobs = await queue.addBulk(prepared.map((p) => ({ name: op.name, data: p.envelope, opts: p.opts })));
   const found = await outcomes(
     queue,
     prepared.map((p, i) => ({ jobId: p.jobId, stampedAt: jobs[i]?.timestamp ?? -1 })),
   );
-  return prepared.map((p, i) => ({
-    jobId: p.jobId,
-    key: p.key,
-    idempotencyKey: boundedKey(p.key),
-    ...(found[i] ?? { added: false, state: 'unknown' as const }),
-  }));
+  return prepared.map((p, i) => {
+    const idempotencyKey = boundedKey(p.key);
+    return {
+      jobId: p.jobId,
+      key: p.key,
+      idempotencyKey,
+      ...(found[i] ?? { added: false, state: 'unknown' as const }),
+      ...(recorded ? { intent: recorded.has(idempotencyKey) ? ('recorded' as const) : ('existing' as const) } : {}),
+    };
+  });
 }

@@ -14,6 +14,10 @@ import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { migrate } from '../db/migrate.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { IdempotencyConfigError } from '../errors/errors.js';
+import type { IntentTx } from '../intents/executor.js';
+import { intentEvent } from '../intents/intent-events.js';
+import { IntentListener } from '../intents/listener.js';
+import { IntentRelay, type RelayCounts, relayIntents } from '../intents/relay.js';
 import { createAuditWriter, DEFAULT_AUDIT_QUEUE } from '../jobs/audit-writer.js';
 import { PostgresLedger } from '../ledger/postgres-ledger.js';
 import type { KeyLike, LedgerRecord, LedgerStatus, ResolveOutcome } from '../ledger/types.js';
@@ -30,7 +34,7 @@ import type { IdempotentProcessor } from '../worker/types.js';
 import { withIdempotency } from '../worker/with-idempotency.js';
 import { runtimeAuditPolicy } from './audit-policy.js';
 import { defaultLogger, SILENT_LOGGER } from './default-logger.js';
-import { DEFAULT_PREFIX, type IdempotencyOptions } from './options.js';
+import { DEFAULT_PREFIX, type IdempotencyOptions, type IdempotencyRelayOptions } from './options.js';
 import { type QueueConnection, queueConnection } from './queue-connection.js';
 import { checkQueueName, RuntimeQueues } from './queues.js';
 import { DEFAULT_RESULT_TIMEOUT_MS, waitForResult } from './wait-result.js';
@@ -45,6 +49,26 @@ export type IdempotentBullProcessor<R, P extends string> = (
 
 /** What names an operation's queue: any defined operation. */
 export type QueuedOperation = { readonly name: string; readonly definition: { readonly queue?: string | undefined } };
+
+/**
+ * What `idem.enqueue` takes: the producer's options (the keyring is the runtime's), and where the
+ * intent is recorded (docs/intents.md).
+ */
+export type RuntimeEnqueueOptions = Omit<EnqueueOptions, 'keyring' | 'durable'> & {
+  /**
+   * Records the intent in the runtime's Postgres, then adds the job at once.
+   * @defaultValue the runtime's `intents.durable`
+   */
+  durable?: boolean;
+  /**
+   * Records the intent in the caller's transaction only (a `pg` client inside `BEGIN`, or a
+   * kysely `Transaction`): the job is added by a relay after the commit, never for a rollback.
+   */
+  tx?: IntentTx;
+};
+
+/** Default polling interval of the in-process relay. */
+const DEFAULT_RELAY_EVERY_MS = 5_000;
 
 /** Who performs an operator action, and why (kept in the ledger's record and in its `user` audit event). */
 export type OperatorOptions = { actor: string; reason: string };
@@ -117,6 +141,9 @@ export class Idempotency {
   private readonly workers: Worker[] = [];
   /** The lock and stall settings of the worker built for each queue: `enqueue` checks retention against them. */
   private readonly timings = new Map<string, WorkerTiming>();
+  private readonly durableByDefault: boolean;
+  /** The in-process relay (`intents.relay`), and its listener. */
+  private readonly relay: { relay: IntentRelay; listener: IntentListener | undefined } | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(options: IdempotencyOptions) {
@@ -166,6 +193,9 @@ export class Idempotency {
         ...prepared,
       });
     }
+    this.durableByDefault = options.intents?.durable === true;
+    const relay = options.intents?.relay;
+    if (relay) this.relay = this.startRelay(relay === true ? {} : relay);
     this.confirmations = {
       list: (opts = {}) => listConfirmations({ pool, schema: this.schema, ...opts }),
       answer: (id, a) =>
@@ -258,10 +288,12 @@ export class Idempotency {
   async enqueue<S extends z.ZodType, R, P extends string>(
     operation: Operation<S, R, P>,
     input: z.input<S>,
-    options: Omit<EnqueueOptions, 'keyring'> = {},
+    options: RuntimeEnqueueOptions = {},
   ): Promise<EnqueueResult> {
     this.assertOpen();
-    return operation.enqueue(this.queue(operation), input, this.enqueueOptions(operation, options));
+    const result = await operation.enqueue(this.queue(operation), input, this.enqueueOptions(operation, options));
+    this.auditAccepted(operation, [result], [options.taskId]);
+    return result;
   }
 
   /**
@@ -286,19 +318,51 @@ export class Idempotency {
 
   /**
    * {@link enqueue} for many operations in one atomic `addBulk`; one result per item, in order.
+   * Durable intents are recorded in one statement; every item must then have the same `durable`
+   * and `tx`.
    *
    * @example
    * await idem.enqueueBulk(chargeOrder, orders.map((o) => ({ input: o, options: { taskId: o.taskId } })));
    */
   async enqueueBulk<S extends z.ZodType, R, P extends string>(
     operation: Operation<S, R, P>,
-    items: { input: z.input<S>; options?: Omit<EnqueueOptions, 'keyring'> }[],
+    items: { input: z.input<S>; options?: RuntimeEnqueueOptions }[],
   ): Promise<EnqueueResult[]> {
     this.assertOpen();
-    return operation.enqueueBulk(
+    // One durable object for the whole batch: the producer records every intent in one statement.
+    const where = items.map((it) => this.durableOf(it.options ?? {}));
+    const shared = where[0];
+    if (where.some((d) => d?.tx !== shared?.tx || (d === undefined) !== (shared === undefined))) {
+      throw new IdempotencyConfigError('enqueueBulk: every item must have the same `durable` and `tx`', {
+        option: 'durable',
+      });
+    }
+    const results = await operation.enqueueBulk(
       this.queue(operation),
-      items.map((it) => ({ input: it.input, options: this.enqueueOptions(operation, it.options ?? {}) })),
+      items.map((it) => {
+        const own = this.enqueueOptions(operation, it.options ?? {});
+        return { input: it.input, options: shared ? { ...own, durable: shared } : own };
+      }),
     );
+    this.auditAccepted(
+      operation,
+      results,
+      items.map((it) => it.options?.taskId),
+    );
+    return results;
+  }
+
+  /**
+   * Runs the relay once now (whether or not `intents.relay` runs one here): recorded intents
+   * committed since are added to BullMQ, and any whose job vanished before a claim is added
+   * again; claimed ones are deleted. Bounded batches; several relays at once cooperate.
+   *
+   * @example
+   * const { relayed, readded } = await idem.relayIntents();
+   */
+  relayIntents(options: Omit<IdempotencyRelayOptions, 'everyMs' | 'listen'> = {}): Promise<RelayCounts> {
+    this.assertOpen();
+    return relayIntents(this.relayOptions(options));
   }
 
   /**
@@ -444,6 +508,13 @@ export class Idempotency {
         failures.push(err);
       }
     };
+    if (this.relay) {
+      const { relay, listener } = this.relay;
+      await step(async () => {
+        await listener?.stop();
+        await relay.stop();
+      });
+    }
     await step(() => Promise.all(this.workers.map((w) => w.close())));
     if (this.emitter) {
       const emitter = this.emitter;
@@ -470,16 +541,88 @@ export class Idempotency {
       redact: auditRedactor(this.auditPolicy),
       redactionPolicy: this.auditPolicy,
       logger: this.logger,
-      ...(this.owner ? { actorId: `worker:${this.owner}` } : { actorId: `worker:${hostname()}:${process.pid}` }),
+      actorId: this.actorId(),
       ...(this.audit.maxBatch === undefined ? {} : { maxBatch: this.audit.maxBatch }),
       ...(this.audit.maxDelayMs === undefined ? {} : { maxDelayMs: this.audit.maxDelayMs }),
     });
     return this.emitter;
   }
 
-  private enqueueOptions(operation: QueuedOperation, options: Omit<EnqueueOptions, 'keyring'>): EnqueueOptions {
+  private enqueueOptions(operation: QueuedOperation, options: RuntimeEnqueueOptions): EnqueueOptions {
     const timing = this.timings.get(this.queueName(operation));
-    return { ...(timing ? { worker: timing } : {}), ...options, keyring: this.keyring };
+    const { durable: _durable, tx: _tx, ...rest } = options;
+    const durable = this.durableOf(options);
+    return { ...(timing ? { worker: timing } : {}), ...rest, keyring: this.keyring, ...(durable ? { durable } : {}) };
+  }
+
+  /** Where an enqueue records its intent: the caller's transaction, the runtime's pool, or nowhere. */
+  private durableOf(options: RuntimeEnqueueOptions): EnqueueOptions['durable'] {
+    if (options.tx) return { tx: options.tx, schema: this.schema };
+    if (options.durable ?? this.durableByDefault) return { pool: this.pool, schema: this.schema };
+    return undefined;
+  }
+
+  /** An intent recorded outside a transaction is durable now: its acceptance goes to the trail. */
+  private auditAccepted(
+    operation: QueuedOperation & { name: string },
+    results: EnqueueResult[],
+    taskIds: (string | undefined)[],
+  ): void {
+    const emitter = results.some((r) => r.intent === 'recorded' && !r.deferred) ? this.auditEmitter() : undefined;
+    if (!emitter) return;
+    const queue = this.queueName(operation);
+    results.forEach((r, i) => {
+      if (r.intent !== 'recorded' || r.deferred) return;
+      const row = {
+        key: r.idempotencyKey,
+        operation: operation.name,
+        queue,
+        jobId: r.jobId,
+        jobName: operation.name,
+        taskId: taskIds[i],
+      };
+      emitter.record(
+        intentEvent({ ...row, data: null, opts: {} }, { kind: 'accepted', deferred: false }, this.actorId()),
+      );
+    });
+  }
+
+  private actorId(): string {
+    return this.owner ? `worker:${this.owner}` : `worker:${hostname()}:${process.pid}`;
+  }
+
+  private relayOptions(options: Omit<IdempotencyRelayOptions, 'everyMs' | 'listen'>) {
+    const emitter = this.auditEmitter();
+    return {
+      pool: this.pool,
+      schema: this.schema,
+      queue: (name: string) => this.queues.get(name),
+      actorId: this.actorId(),
+      ...(emitter ? { emitter } : {}),
+      ...(options.batchSize === undefined ? {} : { batchSize: options.batchSize }),
+      ...(options.recheckAfterMs === undefined ? {} : { recheckAfterMs: options.recheckAfterMs }),
+    };
+  }
+
+  /** The in-process relay: a run at once, then one per notification (a commit) and per `everyMs`. */
+  private startRelay(options: IdempotencyRelayOptions): { relay: IntentRelay; listener: IntentListener | undefined } {
+    const relay = new IntentRelay(this.relayOptions(options), this.logger);
+    const listener =
+      options.listen === false
+        ? undefined
+        : new IntentListener(this.pool, this.schema, () => void relay.run(), this.logger);
+    const everyMs = options.everyMs ?? DEFAULT_RELAY_EVERY_MS;
+    void (async () => {
+      try {
+        await listener?.start();
+      } catch (err) {
+        this.logger.warn({ err: errorLabel(err) }, 'intent relay could not listen: polling only');
+      }
+      if (this.closing) return;
+      await relay.run();
+      relay.every(everyMs);
+    })();
+    return { relay, listener };
   }
 
   private assertOpen(): void {

@@ -40,6 +40,37 @@ export type IdempotencyAuditOptions = {
 };
 
 /**
+ * Durable intents (docs/intents.md): the intent recorded in Postgres when it is accepted, and a
+ * relay that moves recorded intents to BullMQ and adds again any whose job vanished before a claim.
+ */
+export type IdempotencyIntentOptions = {
+  /**
+   * Every `idem.enqueue` records its intent, as `{ durable: true }` does for one call.
+   * @defaultValue `false`
+   */
+  durable?: boolean;
+  /**
+   * Runs a relay in this process (a single-process application): it listens for intents
+   * committed in transactions (`LISTEN`, one connection of the pool held) and polls every
+   * `everyMs`. Off, the operations process (`bullmq-idempotency start`) relays.
+   * @defaultValue `false`
+   */
+  relay?: boolean | IdempotencyRelayOptions;
+};
+
+/** The in-process relay of {@link IdempotencyIntentOptions.relay}. */
+export type IdempotencyRelayOptions = {
+  /** Polling interval, the fallback to notifications. @defaultValue 5 000 */
+  everyMs?: number;
+  /** Listen for commits (`LISTEN`); off behind a pooler in transaction mode. @defaultValue `true` */
+  listen?: boolean;
+  /** Intents looked at per transaction. @defaultValue 200 */
+  batchSize?: number;
+  /** How long an intent whose job is in Redis waits before it is looked at again. @defaultValue 30 000 */
+  recheckAfterMs?: number;
+};
+
+/**
  * Everything {@link createIdempotency} needs, in one place: where the ledger and the trail live
  * (Postgres and schema), where the queues live (Redis and prefix), and the keyring. Every part of
  * the runtime shares them; moving a program to another schema or prefix changes only this object.
@@ -93,4 +124,6 @@ export type IdempotencyOptions = {
   logErrorText?: boolean;
   /** Identifies this process in lease records and system audit events. @defaultValue `hostname:pid` */
   owner?: string;
+  /** Durable intents: recorded in Postgres at `enqueue`, relayed to BullMQ. @defaultValue off */
+  intents?: IdempotencyIntentOptions;
 };

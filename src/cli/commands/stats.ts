@@ -3,6 +3,7 @@ import { type AuditBacklog, auditBacklog } from '../../audit/audit-backlog.js';
 import { type DeadLetterStats, deadLetterStats } from '../../audit/dead-letters.js';
 import { ServiceUnavailableError } from '../../config/errors.js';
 import { ConfirmationStore } from '../../confirm/confirmation-store.js';
+import { DEFAULT_RELAY_QUEUE, relayScheduled } from '../../intents/relay-worker.js';
 import { DEFAULT_SWEEPER_QUEUE, sweeperScheduled } from '../../jobs/ledger-sweeper.js';
 import { LEDGER_STATUSES, type LedgerStats, ledgerStats } from '../../ledger/scans.js';
 import type { CliContext } from '../context.js';
@@ -25,7 +26,7 @@ export type Stats = {
    * (Redis lost its data) is re-created by a running operations process at its next check; null
    * when Redis was not read.
    */
-  schedules: { sweeper: boolean } | null;
+  schedules: { sweeper: boolean; relay: boolean } | null;
 };
 
 /**
@@ -47,12 +48,13 @@ export async function collectStats(ctx: CliContext): Promise<Stats> {
   const pool = await ctx.pool();
   const s = ctx.schema;
   const auditQueue = await auditQueueOf(ctx);
-  const [ledger, confirmations, backlog, deadLetters, sweeper] = await Promise.all([
+  const [ledger, confirmations, backlog, deadLetters, sweeper, relay] = await Promise.all([
     ledgerStats(pool, s),
     new ConfirmationStore(pool, s).pending(),
     auditBacklog(pool, s, auditQueue.queue),
     deadLetterStats(pool, s),
     auditQueue.queue ? sweeperScheduled(await ctx.queue(DEFAULT_SWEEPER_QUEUE)) : null,
+    auditQueue.queue ? relayScheduled(await ctx.queue(DEFAULT_RELAY_QUEUE)) : null,
   ]);
   return {
     schema: s,
@@ -60,7 +62,7 @@ export async function collectStats(ctx: CliContext): Promise<Stats> {
     ledger,
     confirmations: { pending: confirmations.count, oldestPendingAt: confirmations.oldestAt },
     audit: { ...backlog, deadLetters, ...(auditQueue.notRead ? { queueNotRead: auditQueue.notRead } : {}) },
-    schedules: sweeper === null ? null : { sweeper },
+    schedules: sweeper === null || relay === null ? null : { sweeper, relay },
   };
 }
 
@@ -114,6 +116,13 @@ export function renderStats(st: Stats): string {
         : st.schedules.sweeper
           ? 'scheduled'
           : 'MISSING from Redis: a running operations process re-creates it at its next check (one sweep interval)'
+    }`,
+    `  intent relay  ${
+      st.schedules === null
+        ? 'not read (no Redis)'
+        : st.schedules.relay
+          ? 'scheduled'
+          : 'MISSING from Redis: a running operations process re-creates it at its next check (one relay interval)'
     }`,
   );
   return lines.join('\n');
