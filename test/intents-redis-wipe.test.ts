@@ -8,7 +8,7 @@
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { relayIntents } from '../src/intents/relay.js';
+import { relayIntents } from '../src/ops/intent-relay.js';
 import type { Idempotency } from '../src/runtime/create-idempotency.js';
 import { postEffect } from '../src/testing/client.js';
 import { type CommitCountingServer, startCommitCounter } from '../src/testing/commit-counter.js';

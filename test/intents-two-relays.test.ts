@@ -6,7 +6,7 @@
  */
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RelayCounts, relayIntents } from '../src/intents/relay.js';
+import { type RelayCounts, relayIntents } from '../src/ops/intent-relay.js';
 import type { Idempotency } from '../src/runtime/create-idempotency.js';
 import { chargeOperation } from './fixtures/operations.js';
 import { TestContext } from './helpers/context.js';

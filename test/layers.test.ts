@@ -15,6 +15,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['keys', 'redaction'],
   ['ledger'],
   ['sealing', 'audit'],
+  ['intents'],
   ['operation'],
   ['producer', 'config', 'confirm'],
   ['jobs', 'observability'],

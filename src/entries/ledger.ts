@@ -17,26 +17,7 @@ export { fingerprint } from '../fingerprint/fingerprint.js';
 export { keyedFingerprint } from '../fingerprint/keyed-fingerprint.js';
 export { type IntentTx, intentExecutor } from '../intents/executor.js';
 export { intentChannel, pendingIntents } from '../intents/intent-store.js';
-export { KeptSchedule, type KeptScheduleSpec, type KeptScheduleState } from '../intents/kept-schedule.js';
 export { IntentListener } from '../intents/listener.js';
-export {
-  DEFAULT_INTENT_GRACE_MS,
-  DEFAULT_RELAY_BATCH_SIZE,
-  DEFAULT_RELAY_MAX_BATCHES,
-  DEFAULT_RELAY_RECHECK_MS,
-  IntentRelay,
-  type RelayCounts,
-  type RelayOptions,
-  relayIntents,
-} from '../intents/relay.js';
-export {
-  createRelayWorker,
-  DEFAULT_RELAY_EVERY_MS,
-  DEFAULT_RELAY_QUEUE,
-  RELAY_SCHEDULER_ID,
-  relaySchedule,
-  relayScheduled,
-} from '../intents/relay-worker.js';
 export {
   createSweeperWorker,
   DEFAULT_SWEEPER_QUEUE,
@@ -66,8 +47,27 @@ export {
   retryWindowMs,
   type WorkerTiming,
 } from '../operation/retry-window.js';
+export {
+  DEFAULT_INTENT_GRACE_MS,
+  DEFAULT_RELAY_BATCH_SIZE,
+  DEFAULT_RELAY_MAX_BATCHES,
+  DEFAULT_RELAY_RECHECK_MS,
+  IntentRelay,
+  type RelayCounts,
+  type RelayOptions,
+  relayIntents,
+} from '../ops/intent-relay.js';
+export {
+  createRelayWorker,
+  DEFAULT_RELAY_EVERY_MS,
+  DEFAULT_RELAY_QUEUE,
+  RELAY_SCHEDULER_ID,
+  relaySchedule,
+  relayScheduled,
+} from '../ops/intent-relay-worker.js';
 export { jobIdFor } from '../producer/enqueue.js';
 export { type RerunOptions, type RerunOutcome, rerun } from '../producer/rerun.js';
 export { openRecordedError, type SealedErrorText } from '../sealing/sealed-error.js';
 export { isSealedResult, SEALED_FIELD } from '../sealing/sealed-result.js';
+export { KeptSchedule, type KeptScheduleSpec, type KeptScheduleState } from '../shared/kept-schedule.js';
 export type * from '../types.js';

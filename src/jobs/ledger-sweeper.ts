@@ -15,6 +15,7 @@ import { IllegalTransitionError, StaleEpochError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import type { PostgresLedger, SweepCursor } from '../ledger/postgres-ledger.js';
 import { findStaleLocks, type StaleLock } from '../ledger/stale-locks.js';
+import { KeptSchedule, type KeptScheduleSpec, upsertKeptSchedule } from '../shared/kept-schedule.js';
 import type { Logger } from '../shared/logger.js';
 
 export const DEFAULT_SWEEPER_QUEUE = 'bullmq-idempotency-sweeper';
@@ -86,14 +87,7 @@ export const ABANDONED_ERROR = {
 /**
  * Deletes expired terminal rows in bounded batches (never locked or unknown rows; rows another
  * transaction holds are skipped) and records one summary audit event per run. A row goes only
-import {
-  type AuditPartitionOptions,
-  type AuditPartitionResult,
-  auditHorizon,
-  maintainAuditPartitions,
-} from '../audit/partitions.js';
-import { ConfirmationStore } from '../confirm/confirmation-store.js';
-import { type ConfirmationSweepResult, sweepConfirmations } from '../confirm/sweep.js';
+ * when every audit event of its transitions is stored (see `PostgresLedger.sweepPage`).
  */
 export async function sweepLedger(ledger: PostgresLedger, opts: SweepOptions = {}): Promise<SweepResult> {
   const batchSize = opts.batchSize ?? 1000;
@@ -250,99 +244,21 @@ export function sweepEvent(
   };
 }
 
+/** The sweeper's job scheduler: one sweep every `everyMs`. */
+export const sweeperSchedule = (everyMs = 60_000): KeptScheduleSpec => ({
+  id: SWEEPER_SCHEDULER_ID,
+  jobName: 'sweep',
+  everyMs,
+});
+
 /** Schedules the sweeper with a BullMQ job scheduler (upserted: safe to call on every start). */
 export async function scheduleLedgerSweeper(queue: Queue, everyMs = 60_000): Promise<void> {
-  await queue.upsertJobScheduler(
-    SWEEPER_SCHEDULER_ID,
-    { every: everyMs },
-    { name: 'sweep', opts: { removeOnComplete: 100, removeOnFail: 100 } },
-  );
+  await upsertKeptSchedule(queue, sweeperSchedule(everyMs));
 }
 
 /** Whether the sweeper's job scheduler exists (it lives only in Redis: a Redis that lost its data has none). */
 export async function sweeperScheduled(queue: Queue): Promise<boolean> {
-  return (await queue.getJobScheduler(SWEEPER_SCHEDULER_ID)) !== undefined;
-}
-
-/** What the last check of a {@link SweeperSchedule} found: `missing` until it is re-created. */
-export type ScheduleState = 'scheduled' | 'missing' | 'unchecked';
-
-/**
- * Keeps the sweeper scheduled. The schedule lives only in Redis, so a Redis that loses its data
- * (a failover to an empty replica, a flush, an eviction) loses it, and the sweeper would never run
- * again until the process restarts. Every `everyMs` (the sweep interval: one Redis read) the
- * schedule is looked up and re-created when missing; `state` (shown by `/readyz`) and `recreated`
- * say what the checks found. A check that cannot reach Redis leaves `state` as it was.
- *
- * @example
- * const schedule = new SweeperSchedule(sweeperQueue, 60_000, logger);
- * await schedule.start();
- * // …
- * schedule.stop();
- */
-export class SweeperSchedule {
-  /** What the last check found. */
-  state: ScheduleState = 'unchecked';
-  /** Times a check found the schedule missing and re-created it. */
-  recreated = 0;
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
-  private checking: Promise<ScheduleState> | undefined;
-
-  constructor(
-    private readonly queue: Queue,
-    private readonly everyMs: number,
-    private readonly logger?: Logger,
-  ) {}
-
-  /** Creates the schedule (upserted) and starts the periodic check. */
-  async start(): Promise<void> {
-    await scheduleLedgerSweeper(this.queue, this.everyMs);
-    this.state = 'scheduled';
-    this.arm();
-  }
-
-  /** Looks the schedule up, re-creating it when missing; one check at a time. */
-  check(): Promise<ScheduleState> {
-    this.checking ??= this.checkOnce().finally(() => {
-      this.checking = undefined;
-    });
-    return this.checking;
-  }
-
-  stop(): void {
-    this.stopped = true;
-    clearTimeout(this.timer);
-  }
-
-  private async checkOnce(): Promise<ScheduleState> {
-    if (await sweeperScheduled(this.queue)) {
-      this.state = 'scheduled';
-      return this.state;
-    }
-    this.state = 'missing';
-    if (this.stopped) return this.state;
-    this.logger?.warn(
-      { code: ERROR_CODES.scheduleMissing, scheduler: SWEEPER_SCHEDULER_ID, queue: this.queue.name },
-      'the sweeper schedule is missing from Redis (its data was lost?): re-creating it',
-    );
-    await scheduleLedgerSweeper(this.queue, this.everyMs);
-    this.recreated++;
-    this.state = 'scheduled';
-    return this.state;
-  }
-
-  private arm(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.check()
-        .catch((err: unknown) =>
-          this.logger?.warn({ err: errorLabel(err) }, 'the sweeper schedule could not be checked; next check later'),
-        )
-        .finally(() => this.arm());
-    }, this.everyMs);
-    this.timer.unref();
-  }
+  return new KeptSchedule(queue, sweeperSchedule()).exists();
 }
 
 export function createSweeperWorker(options: {

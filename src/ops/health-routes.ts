@@ -16,8 +16,7 @@ export type HealthOptions = {
   stopping(): boolean;
   /**
    * The process's job schedules, by name, each true when it exists in Redis (read live). A missing
-   * one makes `/readyz` answer 503 naming it, until the process re-creates it (see SweeperSchedule
-   * and, for the intent relay's, KeptSchedule).
+   * one makes `/readyz` answer 503 naming it, until the process re-creates it (see KeptSchedule).
    */
   schedules?(): Promise<Record<string, boolean>>;
   /** @defaultValue {@link DEFAULT_READY_TIMEOUT_MS} */

@@ -14,9 +14,22 @@ import { checkRedis, connectPostgres, openRedis, type RedisConnection } from '..
 import { confirmationHttpHandler } from '../confirm/http-handler.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
-import type { KeptSchedule } from '../intents/kept-schedule.js';
 import { IntentListener } from '../intents/listener.js';
-import { IntentRelay } from '../intents/relay.js';
+import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from '../jobs/audit-backfill.js';
+import { createAuditWriter } from '../jobs/audit-writer.js';
+import {
+  createSweeperWorker,
+  DEFAULT_SWEEPER_QUEUE,
+  sweeperSchedule,
+  sweeperScheduled,
+} from '../jobs/ledger-sweeper.js';
+import { PostgresLedger } from '../ledger/postgres-ledger.js';
+import { readReplicationFacts, replicationRisk } from '../ledger/replication-check.js';
+import { OperationsMetrics } from '../observability/operations-metrics.js';
+import { KeptSchedule } from '../shared/kept-schedule.js';
+import { healthRoutes } from './health-routes.js';
+import { type HttpRoute, OpsHttpServer } from './http-server.js';
+import { IntentRelay } from './intent-relay.js';
 import {
   createRelayWorker,
   DEFAULT_RELAY_EVERY_MS,
@@ -24,20 +37,7 @@ import {
   relayMetrics,
   relaySchedule,
   relayScheduled,
-} from '../intents/relay-worker.js';
-import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from '../jobs/audit-backfill.js';
-import { createAuditWriter } from '../jobs/audit-writer.js';
-import {
-  createSweeperWorker,
-  DEFAULT_SWEEPER_QUEUE,
-  SweeperSchedule,
-  sweeperScheduled,
-} from '../jobs/ledger-sweeper.js';
-import { PostgresLedger } from '../ledger/postgres-ledger.js';
-import { readReplicationFacts, replicationRisk } from '../ledger/replication-check.js';
-import { OperationsMetrics } from '../observability/operations-metrics.js';
-import { healthRoutes } from './health-routes.js';
-import { type HttpRoute, OpsHttpServer } from './http-server.js';
+} from './intent-relay-worker.js';
 import { createLogger } from './logger.js';
 import { assertMigrated } from './not-migrated.js';
 import { settleWithin } from './settle.js';
@@ -71,7 +71,7 @@ export type OperationsProcess = {
   close(options?: { timeoutMs?: number }): Promise<{ clean: boolean }>;
   readonly workers: { auditWriter: Worker; backfill: Worker; sweeper: Worker; relay: Worker };
   /** The sweeper's and the intent relay's schedules, kept in Redis: re-created when a check finds one missing. */
-  readonly schedules: { sweeper: SweeperSchedule; relay: KeptSchedule };
+  readonly schedules: { sweeper: KeptSchedule; relay: KeptSchedule };
   /** The intent relay (docs/intents.md): `totals` counts what it relayed, re-added and deleted. */
   readonly relay: IntentRelay;
   /** The HTTP server, when `BQI_HTTP_PORT` is set: mount more routes with `http.route()`. */
@@ -238,7 +238,7 @@ export async function startOperationsProcess(
     );
     const sweeper = track(createSweeperWorker({ connection, ledger, prefix, emitter, logger }));
     // Re-created whenever a check (every sweep interval) finds it gone from Redis.
-    const sweepSchedule = new SweeperSchedule(sweeperQueue, config.sweepEveryMs, logger);
+    const sweepSchedule = new KeptSchedule(sweeperQueue, sweeperSchedule(config.sweepEveryMs), logger);
     opened.push(async () => sweepSchedule.stop());
 
     const metrics =

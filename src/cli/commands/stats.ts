@@ -3,9 +3,9 @@ import { type AuditBacklog, auditBacklog } from '../../audit/audit-backlog.js';
 import { type DeadLetterStats, deadLetterStats } from '../../audit/dead-letters.js';
 import { ServiceUnavailableError } from '../../config/errors.js';
 import { ConfirmationStore } from '../../confirm/confirmation-store.js';
-import { DEFAULT_RELAY_QUEUE, relayScheduled } from '../../intents/relay-worker.js';
 import { DEFAULT_SWEEPER_QUEUE, sweeperScheduled } from '../../jobs/ledger-sweeper.js';
 import { LEDGER_STATUSES, type LedgerStats, ledgerStats } from '../../ledger/scans.js';
+import { DEFAULT_RELAY_QUEUE, relayScheduled } from '../../ops/intent-relay-worker.js';
 import type { CliContext } from '../context.js';
 import { formatDuration, toJson } from '../format.js';
 

@@ -2,11 +2,11 @@ import type { Queue } from 'bullmq';
 import type pg from 'pg';
 import type { AuditEmitter } from '../audit/emitter.js';
 import { errorLabel } from '../errors/clean-name.js';
+import { intentExecutor } from '../intents/executor.js';
+import { intentEvent } from '../intents/intent-events.js';
+import { type DueIntent, deleteClaimedIntents, lockDueIntents, markIntentsChecked } from '../intents/intent-store.js';
 import { queueRedis } from '../producer/enqueue.js';
 import type { Logger } from '../shared/logger.js';
-import { intentExecutor } from './executor.js';
-import { intentEvent } from './intent-events.js';
-import { type DueIntent, deleteClaimedIntents, lockDueIntents, markIntentsChecked } from './intent-store.js';
 
 /** Intents looked at per transaction. */
 export const DEFAULT_RELAY_BATCH_SIZE = 200;

@@ -2,9 +2,9 @@ import { type ConnectionOptions, type Queue, Worker } from 'bullmq';
 import { Counter, type Registry } from 'prom-client';
 import { errorLabel } from '../errors/clean-name.js';
 import { DEFAULT_METRICS_PREFIX } from '../observability/metrics.js';
+import { KeptSchedule } from '../shared/kept-schedule.js';
 import type { Logger } from '../shared/logger.js';
-import { KeptSchedule } from './kept-schedule.js';
-import type { IntentRelay, RelayCounts } from './relay.js';
+import type { IntentRelay, RelayCounts } from './intent-relay.js';
 
 export const DEFAULT_RELAY_QUEUE = 'bullmq-idempotency-relay';
 export const RELAY_SCHEDULER_ID = 'intent-relay';
