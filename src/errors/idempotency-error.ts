@@ -68,6 +68,19 @@ export const ERROR_CODES = {
    * failover or crash (an asynchronous standby, `synchronous_commit` off or local); see docs/replication.md.
    */
   asyncReplica: 'IDEMPOTENCY_ASYNC_REPLICA',
+  /**
+   * A sealed value was sealed for another place (another operation, key, field, step or purpose):
+   * copied there, it does not open. A job carrying one is refused before anything runs.
+   */
+  sealMisplaced: 'IDEMPOTENCY_SEAL_MISPLACED',
+  /** A value in clear where the library seals (a result, a step's result, sealed input, error text). */
+  sealRequired: 'IDEMPOTENCY_SEAL_REQUIRED',
+  /** A value sealed before seals named their place (`bqs1.`): never opened; see docs/sealing-keys.md. */
+  sealUnbound: 'IDEMPOTENCY_SEAL_UNBOUND',
+  /** A sealed result's fields in clear differ from its sealed copy: they were changed where it was stored. */
+  sealPublicMismatch: 'IDEMPOTENCY_SEAL_PUBLIC_MISMATCH',
+  /** Warned once per process and key (`process.emitWarning`): the key nears its budget of seals. */
+  sealBudget: 'IDEMPOTENCY_SEAL_BUDGET',
 } as const;
 
 export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
@@ -150,6 +163,14 @@ export type IdempotencyErrorDetails = {
   };
   IDEMPOTENCY_SCHEDULE_MISSING: never;
   IDEMPOTENCY_ASYNC_REPLICA: never;
+  /** `mismatch`: the parts of the place that differ (`purpose`, `operation`, `field`, `key`), never their values. */
+  IDEMPOTENCY_SEAL_MISPLACED: { keyId: string | null; purpose: string; mismatch: string[] };
+  /** `field`: the input field, for sealed input. */
+  IDEMPOTENCY_SEAL_REQUIRED: { purpose: string; field?: string };
+  IDEMPOTENCY_SEAL_UNBOUND: { keyId: string | null; purpose: string };
+  /** `fields`: how many clear fields differ from (or are missing in) the sealed copy. */
+  IDEMPOTENCY_SEAL_PUBLIC_MISMATCH: { keyId: string | null; fields: number };
+  IDEMPOTENCY_SEAL_BUDGET: never;
 };
 
 /** The details table and the code table hold the same codes (checked when the library compiles). */
