@@ -7,7 +7,7 @@ import { boundedKey } from '../keys/idempotency-key.js';
 import type { Operation } from '../operation/define-operation.js';
 import { assertRetentionCovers, retryWindowMs } from '../operation/retry-window.js';
 import { unrecoverable } from '../sealing/bullmq-signals.js';
-import { openResult } from '../sealing/sealed-result.js';
+import { checkResult } from '../sealing/sealed-result.js';
 import type { WrapperEventType } from '../shared/wrapper-event.js';
 import { AttemptEvents } from './attempt-events.js';
 import { type AttemptScope, factsOf } from './attempt-scope.js';
@@ -124,7 +124,7 @@ export class AttemptRunner<I, R, DB> {
         // What BullMQ gets is the row as stored, once it is proven this row's: sealed for this
         // operation and key, its clear fields those of its sealed copy.
         try {
-          openResult(decision.result, this.s.keyring, this.recorder.placeOf(p.scope));
+          checkResult(decision.result, this.s.keyring, this.recorder.placeOf(p.scope));
         } catch (err) {
           throw isIdempotencyError(err) ? unrecoverable(err) : err;
         }
