@@ -294,7 +294,10 @@ async function drain(
     const sealed = (result as { $sealed?: string } | undefined)?.$sealed;
     if (sealed === undefined) {
       if (result?.id !== variant.idOf(job)) mismatched++;
-    } else if (completed % 16 === 0 && BENCH_KEYRING.open<Result>(sealed, 'result').id !== variant.idOf(job)) {
+    } else if (
+      completed % 16 === 0 &&
+      BENCH_KEYRING.openPlaced<Result>(sealed, 'result').value.id !== variant.idOf(job)
+    ) {
       mismatched++;
     }
     if (completed + failed >= count) finish();
@@ -810,7 +813,7 @@ function buildVariants(
         const data = job.data as JobEnvelope;
         const key = boundedKey(data[ENVELOPE_FIELD].key);
         if (!(await freshFloorClaim.submit({ key }))) throw new Error(`fresh floor: ${key} was claimed twice`);
-        const sealed = sealResult(effect(data.input as JobData), [], BENCH_KEYRING);
+        const sealed = sealResult(effect(data.input as JobData), [], BENCH_KEYRING, { operation: job.name, key });
         if (!(await freshFloorDone.submit({ key, result: JSON.stringify(sealed) })))
           throw new Error(`fresh floor: ${key} lost its row`);
         return sealed;

@@ -276,7 +276,7 @@ describe("the codes of a processor's errors", () => {
       [new RetryableError('rate limited', { code: 'UPSTREAM_RATE_LIMITED' }), 'UPSTREAM_RATE_LIMITED'],
     ];
     for (const [err, code] of cases) {
-      const recorded = recordedError(err, testKeyring);
+      const recorded = recordedError(err, testKeyring, { operation: 'pay', key });
       expect(recorded.code).toBe(code);
       const wrapper: WrapperEvent = {
         type: 'released',

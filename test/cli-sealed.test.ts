@@ -114,11 +114,11 @@ describe('sealed values in the CLI', () => {
     // --json: the stored forms, sealed strings as they are.
     const record = JSON.parse(json.stdout);
     expect(record.result.chargeId).toBe('ch_1');
-    expect(record.result.$sealed).toMatch(/^bqs1\.t1\./);
+    expect(record.result.$sealed).toMatch(/^bqs2\.t1\./);
     expect(unseal(record.result, testKeyring)).toEqual({ chargeId: 'ch_1', cardToken: resultSecret });
     const failed = JSON.parse(failedJson.stdout);
     expect(failed.error).toMatchObject({ code: 'CARD_DECLINED', name: 'TerminalError' });
-    expect(failed.error.sealed).toMatch(/^bqs1\.t1\./);
+    expect(failed.error.sealed).toMatch(/^bqs2\.t1\./);
     expect(failed).not.toHaveProperty('opened');
     expect(byJob.stdout).toContain('+ sealed (key t1,');
     expect(tl.stdout).toContain(`final: ${declinedKey} failed`);
@@ -155,7 +155,7 @@ describe('sealed values in the CLI', () => {
     const out = JSON.parse(declined.stdout);
     expect(out.opened.error).toMatchObject({ name: 'TerminalError', code: 'CARD_DECLINED', message: declinedMessage });
     expect(out.opened.error.text).toContain(declinedMessage);
-    expect(out.error.sealed).toMatch(/^bqs1\.t1\./); // the stored form stays beside the opened one
+    expect(out.error.sealed).toMatch(/^bqs2\.t1\./); // the stored form stays beside the opened one
     const declinedEvents = await decryptRows(declinedKey);
     expect(declinedEvents).toHaveLength(1);
     expect(declinedEvents[0]).toMatchObject({ actor_id: 'bob', event_id: out.auditEventId });

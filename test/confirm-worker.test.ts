@@ -162,7 +162,14 @@ describe('ctx.confirm() across worker processes', () => {
     ]);
     expect(raw.rows[0]?.d).not.toContain(quoteId);
     expect(raw.rows[0]?.d).not.toContain('500000');
-    expect(testKeyring.open(c.details as string, 'value')).toEqual({ amount: 500_000, quote: quoteId });
+    expect(
+      testKeyring.open(c.details as string, {
+        purpose: 'value',
+        operation: c.operation,
+        field: `confirm:${c.name}`,
+        key: c.operationKey,
+      }),
+    ).toEqual({ amount: 500_000, quote: quoteId });
     // The writer has stored the waiting attempt's events: the lease given back is in the trail.
     await waitFor(
       async () => (await operationTrail('task-crash')).some((r) => r.action === 'idempotency.released'),

@@ -182,7 +182,7 @@ describe('a fresh corpus through every error path', () => {
     }
     // Input its schema refuses: secret and digit keys inside sealed input, added without the helper.
     const blob = Object.fromEntries([...texts, ...digitKeys].map((k) => [k, 1]));
-    jobIds.push((await q.add('raw', sealInput(operation, { kind: 'input', blob }, testKeyring))).id as string);
+    jobIds.push((await q.add('raw', sealInput(operation, { kind: 'input', blob }, testKeyring, 'raw'))).id as string);
 
     const finals = await Promise.all(jobIds.map((id) => settled(q, id, 30_000)));
     expect(finals.map((f) => f.state)).toEqual(jobIds.map(() => 'failed'));

@@ -74,7 +74,7 @@ describe('what failed listeners receive', () => {
     // Input refused by its schema: a digit key inside sealed input, added without the helper.
     const inputJob = await q.add(
       'raw',
-      sealInput(operation, { id: 'input', byCard: { [card]: { limit: 900 } } }, keyring),
+      sealInput(operation, { id: 'input', byCard: { [card]: { limit: 900 } } }, keyring, 'raw'),
     );
     const resultJob = await operation.enqueue(q, { id: 'result' }, { keyring });
     const thrownJob = await operation.enqueue(q, { id: 'thrown' }, { keyring });

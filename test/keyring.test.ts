@@ -6,18 +6,13 @@ import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { fingerprintKeyId, keyedFingerprint } from '../src/fingerprint/keyed-fingerprint.js';
 import { defineKeyring, isSealed, parseKeyringSpec } from '../src/sealing/keyring.js';
 import { sealResult, unseal } from '../src/sealing/sealed-result.js';
+import { codeOf } from './helpers/code-of.js';
 import { medianCpuMs } from './helpers/cpu-time.js';
 
 const secret = () => randomBytes(32);
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-  return undefined;
-}
+/** Where the values of these tests are sealed: a result of operation `op`, key `k`. */
+const AT = { purpose: 'result', operation: 'op', key: 'k' } as const;
+const ROW = { operation: 'op', key: 'k' };
 
 describe('keyring', () => {
   it('refuses weak secrets: short, few distinct bytes, a repeated block, a constant step', () => {
@@ -95,23 +90,23 @@ describe('keyring', () => {
       text: 'Grüße 😀 \u0000 \u202e',
       nested: [{ deep: [[{ x: 1 }]] }],
     };
-    const sealed = ring.seal(value, 'result');
+    const sealed = ring.seal(value, AT);
     expect(isSealed(sealed)).toBe(true);
     expect(sealed).not.toContain(value.token);
-    const back = ring.open<typeof value>(sealed, 'result');
+    const back = ring.open<typeof value>(sealed, AT);
     expect(back).toStrictEqual(value);
     expect(Buffer.isBuffer(back.bytes)).toBe(true);
     expect(Object.is(back.negZero, -0)).toBe(true);
     expect(Object.hasOwn(back, 'missing')).toBe(true);
     // A fresh IV each time: equal values do not give equal ciphertexts.
-    expect(ring.seal(value, 'result')).not.toBe(sealed);
+    expect(ring.seal(value, AT)).not.toBe(sealed);
   });
 
   it('property: any JSON value, sealed and opened, is deep-equal to itself', () => {
     const ring = defineKeyring({ keys: [{ id: 'k1', secret: secret() }] });
     fc.assert(
       fc.property(fc.jsonValue(), (v) => {
-        expect(ring.open(ring.seal(v, 'value'), 'value')).toStrictEqual(v);
+        expect(ring.open(ring.seal(v, { ...AT, purpose: 'value' }), { ...AT, purpose: 'value' })).toStrictEqual(v);
       }),
       { numRuns: 300 },
     );
@@ -120,38 +115,38 @@ describe('keyring', () => {
   it('rotation: a value sealed with k1 opens with [k2, k1]; new values are sealed with k2', () => {
     const k1 = secret();
     const old = defineKeyring({ keys: [{ id: 'k1', secret: k1 }] });
-    const sealed = old.seal({ a: 1 }, 'result');
+    const sealed = old.seal({ a: 1 }, AT);
     const rotated = defineKeyring({
       keys: [
         { id: 'k2', secret: secret() },
         { id: 'k1', secret: k1 },
       ],
     });
-    expect(rotated.open(sealed, 'result')).toEqual({ a: 1 });
-    expect(rotated.seal({ a: 2 }, 'result')).toMatch(/^bqs1\.k2\./);
+    expect(rotated.open(sealed, AT)).toEqual({ a: 1 });
+    expect(rotated.seal({ a: 2 }, AT)).toMatch(/^bqs2\.k2\./);
     expect(rotated.ids).toEqual(['k2', 'k1']);
   });
 
-  it('a removed key, another keyring, a changed byte, a cut value or another purpose: a SealError, never garbage', () => {
+  it('a removed key, another keyring, a changed byte, a cut value or another place: a SealError, never garbage', () => {
     const ring = defineKeyring({ keys: [{ id: 'k1', secret: secret() }] });
-    const sealed = ring.seal({ secret: 'x' }, 'result');
+    const sealed = ring.seal({ secret: 'x' }, AT);
     const other = defineKeyring({ keys: [{ id: 'k2', secret: secret() }] });
-    expect(codeOf(() => other.open(sealed, 'result'))).toBe('IDEMPOTENCY_SEAL_KEY_UNKNOWN');
+    expect(codeOf(() => other.open(sealed, AT))).toBe('IDEMPOTENCY_SEAL_KEY_UNKNOWN');
     const impostor = defineKeyring({ keys: [{ id: 'k1', secret: secret() }] });
-    expect(codeOf(() => impostor.open(sealed, 'result'))).toBe('IDEMPOTENCY_SEAL_INVALID');
-    const body = sealed.slice('bqs1.k1.'.length);
-    const flipped = `bqs1.k1.${body.slice(0, 10)}${body[10] === 'A' ? 'B' : 'A'}${body.slice(11)}`;
-    expect(codeOf(() => ring.open(flipped, 'result'))).toBe('IDEMPOTENCY_SEAL_INVALID');
-    expect(codeOf(() => ring.open(sealed.slice(0, -4), 'result'))).toBe('IDEMPOTENCY_SEAL_INVALID');
-    expect(codeOf(() => ring.open('bqs1.k1.', 'result'))).toBe('IDEMPOTENCY_SEAL_INVALID');
-    expect(codeOf(() => ring.open('not sealed', 'result'))).toBe('IDEMPOTENCY_SEAL_INVALID');
-    expect(codeOf(() => ring.open(sealed, 'error'))).toBe('IDEMPOTENCY_SEAL_INVALID');
+    expect(codeOf(() => impostor.open(sealed, AT))).toBe('IDEMPOTENCY_SEAL_INVALID');
+    const at = sealed.lastIndexOf('.') + 1;
+    const flipped = `${sealed.slice(0, at + 10)}${sealed[at + 10] === 'A' ? 'B' : 'A'}${sealed.slice(at + 11)}`;
+    expect(codeOf(() => ring.open(flipped, AT))).toBe('IDEMPOTENCY_SEAL_INVALID');
+    expect(codeOf(() => ring.open(sealed.slice(0, -4), AT))).toBe('IDEMPOTENCY_SEAL_INVALID');
+    expect(codeOf(() => ring.open('bqs2.k1.', AT))).toBe('IDEMPOTENCY_SEAL_INVALID');
+    expect(codeOf(() => ring.open('not sealed', AT))).toBe('IDEMPOTENCY_SEAL_INVALID');
+    expect(codeOf(() => ring.open(sealed, { ...AT, purpose: 'error' }))).toBe('IDEMPOTENCY_SEAL_MISPLACED');
   });
 
   it('a value that cannot be copied (a function, a symbol) is refused with a stable code', () => {
     const ring = defineKeyring({ keys: [{ id: 'k1', secret: secret() }] });
-    expect(codeOf(() => ring.seal({ f: () => 1 }, 'result'))).toBe('IDEMPOTENCY_NOT_SERIALIZABLE');
-    expect(codeOf(() => ring.seal({ s: Symbol('x') }, 'result'))).toBe('IDEMPOTENCY_NOT_SERIALIZABLE');
+    expect(codeOf(() => ring.seal({ f: () => 1 }, AT))).toBe('IDEMPOTENCY_NOT_SERIALIZABLE');
+    expect(codeOf(() => ring.seal({ s: Symbol('x') }, AT))).toBe('IDEMPOTENCY_NOT_SERIALIZABLE');
   });
 
   it('parses a keyring spec, current key first, and refuses a malformed one', () => {
@@ -169,7 +164,7 @@ describe('sealed results', () => {
 
   it('keeps the declared public fields in clear, the rest only sealed; unseal gives back the exact value', () => {
     const value = { assetId: 'a_1', status: 'created', apiKey: `key_${randomBytes(12).toString('hex')}` };
-    const view = sealResult(value, ['assetId', 'status'], ring);
+    const view = sealResult(value, ['assetId', 'status'], ring, ROW);
     expect(view).toMatchObject({ assetId: 'a_1', status: 'created' });
     expect(Object.keys(view).sort()).toEqual(['$sealed', 'assetId', 'status']);
     expect(JSON.stringify(view)).not.toContain(value.apiKey);
@@ -178,21 +173,21 @@ describe('sealed results', () => {
   });
 
   it('fails closed: without a declaration, or for a result that is not an object, nothing is in clear', () => {
-    expect(Object.keys(sealResult({ assetId: 'a_1' }, [], ring))).toEqual(['$sealed']);
-    expect(Object.keys(sealResult('a string', ['assetId'], ring))).toEqual(['$sealed']);
-    expect(Object.keys(sealResult(['assetId'], ['assetId'], ring))).toEqual(['$sealed']);
+    expect(Object.keys(sealResult({ assetId: 'a_1' }, [], ring, ROW))).toEqual(['$sealed']);
+    expect(Object.keys(sealResult('a string', ['assetId'], ring, ROW))).toEqual(['$sealed']);
+    expect(Object.keys(sealResult(['assetId'], ['assetId'], ring, ROW))).toEqual(['$sealed']);
     expect(codeOf(() => unseal({ assetId: 'a_1' } as never, ring))).toBe('IDEMPOTENCY_SEAL_INVALID');
   });
 
   it('a public field must be JSON: what JSON would change is refused before anything is recorded', () => {
-    expect(codeOf(() => sealResult({ id: 10n }, ['id'], ring))).toBe('IDEMPOTENCY_NOT_SERIALIZABLE');
+    expect(codeOf(() => sealResult({ id: 10n }, ['id'], ring, ROW))).toBe('IDEMPOTENCY_NOT_SERIALIZABLE');
   });
 
   it('sealing a 1 MiB result costs a few JSON round trips of it, not a stall (CPU time, medians)', () => {
     const big = () => ({ blob: randomBytes(512 * 1024).toString('hex') });
     // The reference: what any recording of the result costs anyway (serialise, copy, parse).
     const reference = (v: { blob: string }) => JSON.parse(Buffer.from(JSON.stringify(v)).toString());
-    const seal = (v: { blob: string }) => unseal(sealResult(v, [], ring), ring);
+    const seal = (v: { blob: string }) => unseal(sealResult(v, [], ring, ROW), ring);
     reference(big());
     seal(big());
     let best = Number.POSITIVE_INFINITY;

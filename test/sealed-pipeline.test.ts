@@ -3,6 +3,7 @@ import type { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { RetryableError, TerminalError } from '../src/errors/processor-errors.js';
+import { boundedKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { defineKeyring, type Keyring } from '../src/sealing/keyring.js';
 import { openRecordedError } from '../src/sealing/sealed-error.js';
@@ -284,9 +285,11 @@ describe('error text is sealed; code and class stay readable', () => {
     expect(results.get('code')?.failedReason).toMatch(/^ref:k1:[A-Za-z0-9_-]{22} \(Error\): sealed message/);
     // The stack BullMQ keeps carries the sealed text; with the key, it is all there.
     const stack = (await q.getJob(results.get('cause')?.job.id as string))?.stacktrace?.[0] ?? '';
-    const sealedStack = /sealed: (bqs1\.\S+)/.exec(stack)?.[1];
-    expect(sealedStack).toMatch(/^bqs1\./);
-    expect(keyring.open<{ text: string }>(sealedStack as string, 'error').text).toContain(s.cause);
+    const sealedStack = /sealed: (bqs2\.\S+)/.exec(stack)?.[1];
+    expect(sealedStack).toMatch(/^bqs2\./);
+    const opened = keyring.openPlaced<{ text: string }>(sealedStack as string, 'error');
+    expect(opened.value.text).toContain(s.cause);
+    expect(opened.place.key).toBe(boundedKey(operation.keyFor({ id: 'cause' })));
     // The ledger's record opens to the whole text, causes and AggregateError's errors included.
     for (const id of ['error', 'subclass', 'cause', 'aggregate', 'object', 'terminal']) {
       const error = (await ledger.get(operation.keyFor({ id })))?.error;

@@ -1,4 +1,5 @@
 import { SealError } from '../errors/errors.js';
+import { ERROR_CODES } from '../errors/idempotency-error.js';
 import type { LedgerRecord } from '../ledger/types.js';
 import { isSealed, type Keyring, sealedKeyId } from '../sealing/keyring.js';
 import { openRecordedError } from '../sealing/sealed-error.js';
@@ -41,13 +42,18 @@ export function openRecord(record: LedgerRecord, keyring: Keyring): RecordOpenin
   const sealedResult = sealedOfResult(record.result);
   if (sealedResult !== undefined) {
     use('result', sealedResult, () => {
-      opening.opened.result = { value: unseal(record.result as SealedResult<unknown>, keyring) };
+      opening.opened.result = {
+        value: unseal(record.result as SealedResult<unknown>, keyring, {
+          operation: record.operation,
+          key: record.key,
+        }),
+      };
     });
   }
   const error = record.error;
   if (error?.sealed !== undefined) {
     use('error', error.sealed, () => {
-      const text = openRecordedError(error, keyring);
+      const text = openRecordedError(error, keyring, { operation: record.operation, key: record.key });
       if (text) opening.opened.error = text;
     });
   }
@@ -56,8 +62,14 @@ export function openRecord(record: LedgerRecord, keyring: Keyring): RecordOpenin
 
 function sealFailure(err: SealError, part: string, key: string, keyring: Keyring): string {
   const where = `the sealed ${part} of ${key}`;
-  return err.details.keyId !== null && !keyring.has(err.details.keyId)
-    ? `cannot open ${where}: it is sealed with key ${err.details.keyId}, which BQI_KEYRING ` +
-        `does not hold (it holds ${keyring.ids.join(', ')}); nothing was shown`
-    : `cannot open ${where}: it is malformed or was altered; nothing was shown`;
+  const keyId = 'keyId' in err.details ? err.details.keyId : null;
+  if (keyId !== null && !keyring.has(keyId)) {
+    return (
+      `cannot open ${where}: it is sealed with key ${keyId}, which BQI_KEYRING ` +
+      `does not hold (it holds ${keyring.ids.join(', ')}); nothing was shown`
+    );
+  }
+  if (err.code === ERROR_CODES.sealInvalid)
+    return `cannot open ${where}: it is malformed or was altered; nothing was shown`;
+  return `cannot open ${where}: ${err.message}; nothing was shown`;
 }

@@ -290,7 +290,9 @@ Examples:
       'after',
       `
 --committed needs BQI_KEYRING: the result is sealed with its current key before it is recorded,
-so a replay returns it sealed like any other; it is never printed.
+for the key's own row (its operation and key), so a replay returns it sealed like any other; it
+is never printed. The CLI does not load operation definitions: the operation's result schema is
+not applied, and no field is kept in clear (its publicResult fields are only in the sealed copy).
 
 Examples:
   $ bullmq-idempotency resolve KEY --committed --result '{"assetId":"a1"}' --reason 'found in the provider dashboard'

@@ -9,7 +9,7 @@ const SEAL_OVERHEAD_BYTES = 12 + 16;
 /** `sealed (key k1, 212 bytes)`: the key that opens it and the size of what it holds. */
 export function sealedSummary(sealed: string): string {
   const keyId = sealedKeyId(sealed) ?? '?';
-  const body = sealed.slice(sealed.indexOf('.', 5) + 1);
+  const body = sealed.slice(sealed.lastIndexOf('.') + 1);
   const bytes = Math.max(0, Buffer.byteLength(body, 'base64url') - SEAL_OVERHEAD_BYTES);
   return `sealed (key ${keyId}, ${bytes} bytes)`;
 }

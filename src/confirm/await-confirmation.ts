@@ -55,7 +55,16 @@ export async function awaitConfirmation(
     name: req.name,
     operation: a.op.name,
     reason: checked.reason,
-    ...(req.details === undefined ? {} : { details: deps.keyring.seal(req.details, 'value') }),
+    ...(req.details === undefined
+      ? {}
+      : {
+          details: deps.keyring.seal(req.details, {
+            purpose: 'value',
+            operation: a.op.name,
+            field: `confirm:${req.name}`,
+            key: a.operationKey,
+          }),
+        }),
     onTimeout: req.onTimeout,
     timeoutMs: checked.timeoutMs,
     ...(a.taskId ? { taskId: a.taskId } : {}),

@@ -1,5 +1,10 @@
 import { cleanPath, isCleanName } from './clean-name.js';
-import { ERROR_CODES, IdempotencyError, type ValidationIssue } from './idempotency-error.js';
+import {
+  ERROR_CODES,
+  IdempotencyError,
+  type IdempotencyErrorDetails,
+  type ValidationIssue,
+} from './idempotency-error.js';
 
 export type { ValidationIssue } from './idempotency-error.js';
 
@@ -136,21 +141,49 @@ export class InvalidInputError extends IdempotencyError<typeof ERROR_CODES.inval
   }
 }
 
+/** The codes of {@link SealError}. */
+type SealErrorCode =
+  | typeof ERROR_CODES.sealKeyUnknown
+  | typeof ERROR_CODES.sealInvalid
+  | typeof ERROR_CODES.sealMisplaced
+  | typeof ERROR_CODES.sealRequired
+  | typeof ERROR_CODES.sealUnbound
+  | typeof ERROR_CODES.sealPublicMismatch;
+
 /**
- * A sealed value cannot be opened: `IDEMPOTENCY_SEAL_KEY_UNKNOWN` when the key it was sealed
- * with is not in the keyring (removed after a rotation, or another deployment's), and
- * `IDEMPOTENCY_SEAL_INVALID` when it is malformed or fails authentication (changed or cut).
- * Never garbage: a value either opens exactly or throws this.
+ * A sealed value cannot be opened, or must not be used: `IDEMPOTENCY_SEAL_KEY_UNKNOWN` when the
+ * key it was sealed with is not in the keyring (removed after a rotation, or another
+ * deployment's), `IDEMPOTENCY_SEAL_INVALID` when it is malformed or fails authentication (changed
+ * or cut), `IDEMPOTENCY_SEAL_MISPLACED` when it was sealed for another place,
+ * `IDEMPOTENCY_SEAL_REQUIRED` for a value in clear where a seal belongs,
+ * `IDEMPOTENCY_SEAL_UNBOUND` for a value sealed before seals named their place, and
+ * `IDEMPOTENCY_SEAL_PUBLIC_MISMATCH` when a result's clear fields differ from its sealed copy.
+ * Never garbage: a value either opens exactly, where it was sealed, or throws this.
  */
-export class SealError extends IdempotencyError<typeof ERROR_CODES.sealKeyUnknown | typeof ERROR_CODES.sealInvalid> {
-  constructor(code: typeof ERROR_CODES.sealKeyUnknown | typeof ERROR_CODES.sealInvalid, details: SealError['details']) {
-    super(
-      code,
-      code === ERROR_CODES.sealKeyUnknown
-        ? `Cannot open a sealed ${details.purpose}: key ${details.keyId} is not in the keyring`
-        : `Cannot open a sealed ${details.purpose}: it is malformed or was altered`,
-      details,
-    );
+export class SealError<C extends SealErrorCode = SealErrorCode> extends IdempotencyError<C> {
+  constructor(code: C, details: IdempotencyErrorDetails[C]) {
+    super(code, sealMessage(code, details as Record<string, unknown>), details);
+  }
+}
+
+function sealMessage(code: SealErrorCode, d: Record<string, unknown>): string {
+  const what = `a sealed ${String(d.purpose ?? 'result')}`;
+  switch (code) {
+    case ERROR_CODES.sealKeyUnknown:
+      return `Cannot open ${what}: key ${d.keyId} is not in the keyring`;
+    case ERROR_CODES.sealMisplaced:
+      return `Cannot open ${what}: it was sealed for another ${(d.mismatch as string[]).join(' and ')} (copied from elsewhere?)`;
+    case ERROR_CODES.sealRequired:
+      return `Refused ${String(d.purpose)}${d.field ? ` field ${String(d.field)}` : ''} in clear: only a sealed value is accepted there`;
+    case ERROR_CODES.sealUnbound:
+      return (
+        `Cannot open ${what}: it was sealed before seals were bound to their place (bqs1); ` +
+        'see docs/sealing-keys.md, "Values sealed before binding"'
+      );
+    case ERROR_CODES.sealPublicMismatch:
+      return `A sealed result's fields in clear differ from its sealed copy (${d.fields} field(s)): they were changed where it was stored`;
+    default:
+      return `Cannot open ${what}: it is malformed or was altered`;
   }
 }
 

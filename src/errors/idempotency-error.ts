@@ -72,6 +72,19 @@ export const ERROR_CODES = {
   jobFailed: 'IDEMPOTENCY_JOB_FAILED',
   /** `idem.result()`: the job did not finish within the time given. */
   resultTimeout: 'IDEMPOTENCY_RESULT_TIMEOUT',
+  /**
+   * A sealed value was sealed for another place (another operation, key, field, step or purpose):
+   * copied there, it does not open. A job carrying one is refused before anything runs.
+   */
+  sealMisplaced: 'IDEMPOTENCY_SEAL_MISPLACED',
+  /** A value in clear where the library seals (a result, a step's result, sealed input, error text). */
+  sealRequired: 'IDEMPOTENCY_SEAL_REQUIRED',
+  /** A value sealed before seals named their place (`bqs1.`): never opened; see docs/sealing-keys.md. */
+  sealUnbound: 'IDEMPOTENCY_SEAL_UNBOUND',
+  /** A sealed result's fields in clear differ from its sealed copy: they were changed where it was stored. */
+  sealPublicMismatch: 'IDEMPOTENCY_SEAL_PUBLIC_MISMATCH',
+  /** Warned once per process and key (`process.emitWarning`): the key nears its budget of seals. */
+  sealBudget: 'IDEMPOTENCY_SEAL_BUDGET',
 } as const;
 
 export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
@@ -157,6 +170,14 @@ export type IdempotencyErrorDetails = {
   /** `reasonCode`: the code `failedReason` starts with, when it does. */
   IDEMPOTENCY_JOB_FAILED: { queue: string; jobId: string; attemptsMade: number; reasonCode: string | null };
   IDEMPOTENCY_RESULT_TIMEOUT: { queue: string; jobId: string; state: string; timeoutMs: number };
+  /** `mismatch`: the parts of the place that differ (`purpose`, `operation`, `field`, `key`), never their values. */
+  IDEMPOTENCY_SEAL_MISPLACED: { keyId: string | null; purpose: string; mismatch: string[] };
+  /** `field`: the input field, for sealed input. */
+  IDEMPOTENCY_SEAL_REQUIRED: { purpose: string; field?: string };
+  IDEMPOTENCY_SEAL_UNBOUND: { keyId: string | null; purpose: string };
+  /** `fields`: how many clear fields differ from (or are missing in) the sealed copy. */
+  IDEMPOTENCY_SEAL_PUBLIC_MISMATCH: { keyId: string | null; fields: number };
+  IDEMPOTENCY_SEAL_BUDGET: never;
 };
 
 /** The details table and the code table hold the same codes (checked when the library compiles). */

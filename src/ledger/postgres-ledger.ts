@@ -14,9 +14,11 @@ import {
   InvalidInputError,
   PayloadTooLargeError,
   RecordLostError,
+  SealError,
   SerializationError,
   StaleEpochError,
 } from '../errors/errors.js';
+import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { canonicalJson } from '../fingerprint/canonical-json.js';
 import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import { MicroBatcher } from './micro-batcher.js';
@@ -88,9 +90,17 @@ export type LedgerOptions = PostgresOptions & {
  * the ledger sits below the sealing layer and knows no more of it than this.
  */
 export type LedgerKeyring = {
-  seal(value: unknown, purpose: 'result' | 'error'): string;
-  open(sealed: string, purpose: 'result' | 'error'): unknown;
+  seal(value: unknown, place: LedgerSealPlace): string;
+  openPlaced(sealed: string, purpose: 'result' | 'error'): { value: unknown; place: Omit<LedgerSealPlace, 'purpose'> };
 };
+
+/**
+ * Where the ledger seals a value on its own: bound to the row's key (and a purpose), so a value
+ * copied into another key's row does not open there. The ledger knows no operation when it
+ * completes a key, so its own seals name none (`''`); a seal naming the row's operation (the
+ * wrapper's) opens as well.
+ */
+export type LedgerSealPlace = { purpose: 'result' | 'error'; operation: string; field?: string; key: string };
 
 /** The field of a sealed result (as `sealResult` makes it) that holds the whole value. */
 const SEALED = '$sealed';
@@ -245,7 +255,9 @@ export class PostgresLedger {
       // No row, or a snapshot that looked claimable while a concurrent claimer won: read again.
       if (!row || (!row.acquired && row.claimable)) continue;
       const outcome = toOutcome(row, options.fingerprint);
-      return outcome.kind === 'completed' ? { ...outcome, result: this.opened(outcome.result) } : outcome;
+      return outcome.kind === 'completed'
+        ? { ...outcome, result: this.opened(outcome.result, k, options.operation) }
+        : outcome;
     }
     // Every round saw a concurrent writer win between its read and its write: let the caller retry.
     throw new IdempotencyInProgressError({ key: k, retryAfterMs: 0 });
@@ -359,14 +371,14 @@ export class PostgresLedger {
     executor?: LedgerExecutor,
   ): Promise<WriteReceipt & { result: unknown }> {
     const k = toKey(key);
-    const text = this.encodeResult(this.sealed(result));
+    const text = this.encodeResult(this.sealed(result, k));
     const req = { key: k, epoch, text };
     const row =
       this.completeBatcher && !executor
         ? await this.completeBatcher.submit(req)
         : (await this.completeBatch([req], executor)).get(k);
     if (!row) throw await this.fenced(k, epoch, 'complete', executor);
-    return { key: k, epoch, at: new Date(Number(row.at_ms)), result: this.opened(JSON.parse(text)) };
+    return { key: k, epoch, at: new Date(Number(row.at_ms)), result: this.opened(JSON.parse(text), k, '') };
   }
 
   /**
@@ -451,7 +463,7 @@ export class PostgresLedger {
     executor?: LedgerExecutor,
   ): Promise<WriteReceipt> {
     const k = toKey(key);
-    const text = outcome.committed ? this.encodeResult(this.sealed(outcome.result)) : null;
+    const text = outcome.committed ? this.encodeResult(this.sealed(outcome.result, k)) : null;
     const params = {
       key: k,
       resultJson: text,
@@ -560,7 +572,9 @@ export class PostgresLedger {
     const row = (await this.run('get', { key: toKey(key) }))[0];
     if (!row) return null;
     const record = toRecord(row);
-    return this.keyring && record.result !== null ? { ...record, result: this.opened(record.result) } : record;
+    return this.keyring && record.result !== null
+      ? { ...record, result: this.opened(record.result, record.key, record.operation) }
+      : record;
   }
 
   /** Closes the pool if the ledger opened it. */
@@ -578,7 +592,7 @@ export class PostgresLedger {
     reasonCode: string | null = null,
   ): Promise<WriteReceipt> {
     const k = toKey(key);
-    const errText = error ? JSON.stringify(boundError(this.sealedError(error))) : null;
+    const errText = error ? JSON.stringify(boundError(this.sealedError(error, k))) : null;
     const status = TRANSITIONS[transition].to;
     const rows = await this.run('finish', {
       key: k,
@@ -594,29 +608,41 @@ export class PostgresLedger {
     return { key: k, epoch, at: atOf(rows[0]) };
   }
 
-  /** A result as this ledger stores it: sealed when it has a keyring, else as given. */
-  private sealed(result: unknown): unknown {
-    return this.keyring ? { [SEALED]: this.keyring.seal(result, 'result') } : result;
+  /** A result as this ledger stores it: sealed for the key's row when it has a keyring, else as given. */
+  private sealed(result: unknown, key: string): unknown {
+    return this.keyring ? { [SEALED]: this.keyring.seal(result, { purpose: 'result', operation: '', key }) } : result;
   }
 
   /**
-   * A stored result as a replay returns it: opened when this ledger has a keyring and the value is
-   * sealed. A result written before the keyring was given is returned as it was stored.
+   * A stored result as a replay returns it: opened when this ledger has a keyring, after checking
+   * it was sealed for this row (its key, and no operation or the row's). With a keyring, a result
+   * in clear is refused (`IDEMPOTENCY_SEAL_REQUIRED`), and one sealed for another row too
+   * (`IDEMPOTENCY_SEAL_MISPLACED`).
    */
-  private opened(stored: unknown): unknown {
+  private opened(stored: unknown, key: string, operation: string): unknown {
+    if (!this.keyring) return stored;
     const sealed = isObject(stored) ? stored[SEALED] : undefined;
-    return this.keyring && typeof sealed === 'string' ? this.keyring.open(sealed, 'result') : stored;
+    if (typeof sealed !== 'string') throw new SealError(ERROR_CODES.sealRequired, { purpose: 'result' });
+    const { value, place } = this.keyring.openPlaced(sealed, 'result');
+    const mismatch = [
+      ...(place.key === key ? [] : ['key']),
+      ...(place.operation === '' || place.operation === operation ? [] : ['operation']),
+      ...((place.field ?? '') === '' ? [] : ['field']),
+    ];
+    if (mismatch.length > 0)
+      throw new SealError(ERROR_CODES.sealMisplaced, { keyId: null, purpose: 'result', mismatch });
+    return value;
   }
 
-  /** An error as this ledger stores it: with a keyring and no seal of its own, its message sealed. */
-  private sealedError(error: RecordedError): RecordedError {
+  /** An error as this ledger stores it: with a keyring and no seal of its own, its message sealed for the key's row. */
+  private sealedError(error: RecordedError, key: string): RecordedError {
     if (!this.keyring || typeof error.sealed === 'string') return error;
     const message = String(error.message ?? '');
     const text = { name: error.name ?? 'Error', code: error.code, message, text: message };
     return {
       ...error,
       message: `sealed message, ${Buffer.byteLength(message)} bytes`,
-      sealed: this.keyring.seal(text, 'error'),
+      sealed: this.keyring.seal(text, { purpose: 'error', operation: '', key }),
     };
   }
 

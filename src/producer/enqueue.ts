@@ -44,7 +44,7 @@ function prepare<I>(op: EnqueueableOperation, queue: Queue, input: I, options: E
     [ENVELOPE_FIELD]: { v: 1, operation: op.name, key, ...(options.taskId ? { taskId: options.taskId } : {}) },
     // The validated input is what travels: every attempt sees exactly what was accepted, and
     // declared sensitive fields travel sealed.
-    input: sealInput(op, parsed, options.keyring),
+    input: sealInput(op, parsed, options.keyring, boundedKey(key)),
   };
   const jobId = jobIdFor(key);
   return { key, jobId, envelope, opts: { ...options.jobOptions, jobId }, taskId: options.taskId };

@@ -433,10 +433,18 @@ export class Idempotency {
    * @example
    * await idem.resolve(key, { committed: false }, { actor: 'bob', reason: 'no charge at the provider' });
    */
-  resolve(key: KeyLike, outcome: ResolveOutcome, by: OperatorOptions): Promise<OperatorActionResult> {
+  async resolve(key: KeyLike, outcome: ResolveOutcome, by: OperatorOptions): Promise<OperatorActionResult> {
+    // Sealed for the row it settles (its operation and key), so a replay there opens it.
+    const record = outcome.committed && !isSealedResult(outcome.result) ? await this.ledger.get(key) : null;
     const settled: ResolveOutcome =
       outcome.committed && !isSealedResult(outcome.result)
-        ? { committed: true, result: sealResult(outcome.result, [], this.keyring) }
+        ? {
+            committed: true,
+            result: sealResult(outcome.result, [], this.keyring, {
+              operation: record?.operation ?? '',
+              key: record?.key ?? '',
+            }),
+          }
         : outcome;
     return resolveKey(this.ledger, key, settled, { actor: by.actor, reason: by.reason, store: this.store });
   }

@@ -1,8 +1,15 @@
-import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, type KeyObject } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  createSecretKey,
+  hkdfSync,
+  type KeyObject,
+  randomBytes,
+} from 'node:crypto';
 import { deserialize, serialize } from 'node:v8';
 import { IdempotencyConfigError, SealError, SerializationError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
-import { nextIv } from './iv-pool.js';
 import { weakSecretReason } from './key-strength.js';
 
 /** A key as configured: an id recorded with everything it seals or keys, and at least 32 bytes of secret. */
@@ -21,19 +28,56 @@ export type KeyringOptions = {
   keys: readonly KeyringKey[];
   /** The id of the key that seals and keys new values. @defaultValue the first key's id */
   current?: string;
+  /**
+   * Seals one process makes under one key before it warns once (`IDEMPOTENCY_SEAL_BUDGET`,
+   * through `process.emitWarning`) that the key nears its budget: 2^32 seals per key, counted
+   * across the whole fleet, for AES-GCM with random 96-bit IVs (NIST SP 800-38D, 8.3). Set it to
+   * 2^32 divided by the number of processes that seal with the key over its life; see
+   * docs/sealing-keys.md. @defaultValue 2^28 (a sixteenth of the budget)
+   */
+  sealWarnAt?: number;
 };
 
 /** What a key is used for; each use gets its own subkey, so one use never reveals another. */
 export type SealPurpose = 'result' | 'error' | 'input' | 'value';
 
-/** A sealed value as stored: `bqs1.<keyId>.<base64url of iv, ciphertext and tag>`. The type remembers what it holds. */
+/**
+ * Where a sealed value belongs: what it is, the operation (as the ledger names its rows: a step's
+ * is `operation#step`), the field (an input field, a confirmation) and the bounded operation
+ * key. Sealed as AES-GCM associated data and carried in clear in the sealed text: a value
+ * opens only where it was sealed.
+ */
+export type SealPlace = {
+  purpose: SealPurpose;
+  operation: string;
+  /** An input field's name, `confirm:<name>`; empty for a whole result or error. */
+  field?: string;
+  /** The bounded operation key; empty only for an error handed to BullMQ before the key was known. */
+  key: string;
+};
+
+/**
+ * A sealed value as stored: `bqs2.<keyId>.<place>.<sealed bytes>`, the place and the bytes (IV,
+ * ciphertext, tag) in unpadded base64url. The type remembers what it holds.
+ */
 export type Sealed<T = unknown> = string & { readonly __sealed?: T };
 
-export const SEALED_PREFIX = 'bqs1.';
+/** The prefix of sealed text bound to its place. */
+export const SEALED_PREFIX = 'bqs2.';
+/** The prefix of sealed text made before seals were bound to their place: recognised, never opened. */
+export const UNBOUND_SEALED_PREFIX = 'bqs1.';
 const KEY_ID = /^[A-Za-z0-9_-]{1,32}$/;
+const BASE64URL = /^[A-Za-z0-9_-]+$/;
+const PURPOSES: ReadonlySet<string> = new Set<SealPurpose>(['result', 'error', 'input', 'value']);
 const SALT = 'bullmq-idempotency/keyring/v1';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
+/** Seals per key with random 96-bit IVs before the chance of a repeated IV passes 2^-32 (NIST SP 800-38D). */
+export const SEALS_PER_KEY_BUDGET = 2 ** 32;
+const DEFAULT_SEAL_WARN_AT = 2 ** 28;
+
+/** A sealed text read (not yet authenticated). */
+type ParsedSealed = { keyId: string; placeText: string; place: SealPlace; body: Buffer };
 
 type Subkeys = { seal: KeyObject; fingerprint: KeyObject; refs: Buffer };
 
@@ -50,6 +94,8 @@ export class Keyring {
   readonly currentId: string;
   readonly ids: readonly string[];
   readonly #keys: Map<string, Subkeys>;
+  readonly #sealCounts = new Map<string, number>();
+  readonly #warnAt: number;
 
   constructor(options: KeyringOptions) {
     const keys = options.keys;
@@ -67,7 +113,7 @@ export class Keyring {
         throw new IdempotencyConfigError(`keyring key id ${k.id} is listed twice`, { option: 'keyring.keys' });
       }
       const secret = secretBytes(k.secret, k.id);
-      const weak = weakSecretReason(secret);
+      const weak = weakSecretReason(secret, typeof k.secret === 'string' && !ENCODED.test(k.secret));
       if (weak) {
         throw new IdempotencyConfigError(`keyring key ${k.id} is too weak: its secret ${weak}`, {
           option: 'keyring.keys',
@@ -86,6 +132,13 @@ export class Keyring {
         option: 'keyring.current',
       });
     }
+    const warnAt = options.sealWarnAt ?? DEFAULT_SEAL_WARN_AT;
+    if (!Number.isSafeInteger(warnAt) || warnAt < 1) {
+      throw new IdempotencyConfigError('keyring.sealWarnAt must be a positive integer', {
+        option: 'keyring.sealWarnAt',
+      });
+    }
+    this.#warnAt = warnAt;
     this.currentId = current;
     this.ids = Object.freeze([current, ...[...this.#keys.keys()].filter((id) => id !== current)]);
   }
@@ -97,56 +150,107 @@ export class Keyring {
 
   /**
    * Seals any value the structured clone algorithm can copy (plain data, Buffers and typed
-   * arrays, Dates, Maps, Sets, BigInts, `undefined`), so {@link Keyring.open} gives back exactly
-   * that value. Throws {@link SerializationError} for what cannot be copied (functions, symbols).
+   * arrays, Dates, Maps, Sets, BigInts, `undefined`) for one place, so {@link Keyring.open} at
+   * that place gives back exactly that value and at any other throws. Throws
+   * {@link SerializationError} for what cannot be copied (functions, symbols).
    */
-  seal<T>(value: T, purpose: SealPurpose): Sealed<T> {
+  seal<T>(value: T, place: SealPlace): Sealed<T> {
     let bytes: Buffer;
     try {
       bytes = serialize(value);
     } catch (err) {
       throw new SerializationError({ path: '$', reason: `cannot be sealed (${(err as Error).name})` });
     }
-    return this.sealBytes(bytes, purpose) as Sealed<T>;
+    return this.sealBytes(bytes, place) as Sealed<T>;
   }
 
-  /** Opens what {@link Keyring.seal} made for `purpose`; throws {@link SealError}, never returns garbage. */
-  open<T>(sealed: Sealed<T> | string, purpose: SealPurpose): T {
-    const bytes = this.openBytes(sealed, purpose);
+  /**
+   * Opens what {@link Keyring.seal} made for `place`; throws {@link SealError}, never returns
+   * garbage: `IDEMPOTENCY_SEAL_MISPLACED` when it was sealed for another place,
+   * `IDEMPOTENCY_SEAL_UNBOUND` when it was sealed before seals named their place.
+   */
+  open<T>(sealed: Sealed<T> | string, place: SealPlace): T {
+    const opened = this.openPlaced<T>(sealed, place.purpose);
+    assertPlace(opened.place, place, sealedKeyId(sealed) ?? null);
+    return opened.value;
+  }
+
+  /**
+   * Opens a sealed value wherever it was sealed for `purpose`, and says where that was (the place
+   * is authenticated: it is the associated data). For callers that check the place themselves.
+   */
+  openPlaced<T>(sealed: Sealed<T> | string, purpose: SealPurpose): { value: T; place: SealPlace } {
+    const { bytes, place } = this.openBytesPlaced(sealed, purpose);
     try {
-      return deserialize(bytes) as T;
+      return { value: deserialize(bytes) as T, place };
     } catch {
       throw new SealError(ERROR_CODES.sealInvalid, { keyId: sealedKeyId(sealed) ?? null, purpose });
     }
   }
 
-  /** Seals raw bytes (AES-256-GCM, a fresh 96-bit IV, the purpose as associated data). */
-  sealBytes(plain: Uint8Array, purpose: SealPurpose): string {
-    const keys = this.#keys.get(this.currentId) as Subkeys;
-    const iv = nextIv();
+  /**
+   * Seals raw bytes: AES-256-GCM under the current key, an IV drawn from the CSPRNG for this
+   * seal alone (never pre-drawn: a pool in memory is copied by forks, clones and startup
+   * snapshots), the key id and the place as associated data.
+   */
+  sealBytes(plain: Uint8Array, place: SealPlace): string {
+    const keyId = this.currentId;
+    const keys = this.#keys.get(keyId) as Subkeys;
+    const placeText = encodePlace(place);
+    const head = `${SEALED_PREFIX}${keyId}.${placeText}`;
+    const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', keys.seal, iv);
-    cipher.setAAD(Buffer.from(purpose));
-    const head = cipher.update(plain);
-    const tail = cipher.final();
-    const out = Buffer.concat([iv, head, tail, cipher.getAuthTag()]);
-    return `${SEALED_PREFIX}${this.currentId}.${out.toString('base64url')}`;
+    cipher.setAAD(Buffer.from(head));
+    const out = Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
+    this.#counted(keyId);
+    return `${head}.${out.toString('base64url')}`;
   }
 
-  /** Opens what {@link Keyring.sealBytes} made. */
-  openBytes(sealed: string, purpose: SealPurpose): Buffer {
-    const keyId = sealedKeyId(sealed);
-    if (keyId === undefined) throw new SealError(ERROR_CODES.sealInvalid, { keyId: null, purpose });
-    const keys = this.#keys.get(keyId);
-    if (!keys) throw new SealError(ERROR_CODES.sealKeyUnknown, { keyId, purpose });
-    const raw = Buffer.from(sealed.slice(SEALED_PREFIX.length + keyId.length + 1), 'base64url');
-    if (raw.length < IV_BYTES + TAG_BYTES) throw new SealError(ERROR_CODES.sealInvalid, { keyId, purpose });
+  /** Opens what {@link Keyring.sealBytes} made for `place`. */
+  openBytes(sealed: string, place: SealPlace): Buffer {
+    const opened = this.openBytesPlaced(sealed, place.purpose);
+    assertPlace(opened.place, place, sealedKeyId(sealed) ?? null);
+    return opened.bytes;
+  }
+
+  /** Opens what {@link Keyring.sealBytes} made for `purpose`, wherever, and its place. */
+  openBytesPlaced(sealed: string, purpose: SealPurpose): { bytes: Buffer; place: SealPlace } {
+    const parsed = parseSealed(sealed, purpose);
+    const keys = this.#keys.get(parsed.keyId);
+    if (!keys) throw new SealError(ERROR_CODES.sealKeyUnknown, { keyId: parsed.keyId, purpose });
+    const raw = parsed.body;
+    let bytes: Buffer;
     try {
       const decipher = createDecipheriv('aes-256-gcm', keys.seal, raw.subarray(0, IV_BYTES));
-      decipher.setAAD(Buffer.from(purpose));
+      decipher.setAAD(Buffer.from(`${SEALED_PREFIX}${parsed.keyId}.${parsed.placeText}`));
       decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
-      return Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()]);
+      bytes = Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()]);
     } catch {
-      throw new SealError(ERROR_CODES.sealInvalid, { keyId, purpose });
+      throw new SealError(ERROR_CODES.sealInvalid, { keyId: parsed.keyId, purpose });
+    }
+    if (parsed.place.purpose !== purpose) {
+      throw new SealError(ERROR_CODES.sealMisplaced, { keyId: parsed.keyId, purpose, mismatch: ['purpose'] });
+    }
+    return { bytes, place: parsed.place };
+  }
+
+  /**
+   * Seals this process has made under `keyId` (the current key by default) since the keyring was
+   * built. The budget is 2^32 per key across every process; see {@link KeyringOptions.sealWarnAt}.
+   */
+  sealCount(keyId = this.currentId): number {
+    return this.#sealCounts.get(keyId) ?? 0;
+  }
+
+  #counted(keyId: string): void {
+    const n = (this.#sealCounts.get(keyId) ?? 0) + 1;
+    this.#sealCounts.set(keyId, n);
+    if (n === this.#warnAt) {
+      process.emitWarning(
+        `keyring key ${keyId} has sealed ${n} values in this process; a key's budget is 2^32 seals ` +
+          'across every process that seals with it: add a new current key (see docs/sealing-keys.md)',
+        { code: ERROR_CODES.sealBudget, detail: `sealWarnAt ${this.#warnAt}` },
+      );
     }
   }
 
@@ -260,26 +364,119 @@ export function parseKeyringSpec(spec: string): Keyring {
       throw specError('duplicate_key_id', `key id ${id} is listed twice (entries ${first} and ${i + 1})`, id);
     }
     entryOf.set(id, i + 1);
-    const secret = decodeSecret(part.slice(colon + 1).trim(), id);
-    const weak = weakSecretReason(secret);
+    const text = part.slice(colon + 1).trim();
+    const secret = decodeSecret(text, id);
+    const weak = weakSecretReason(secret, !ENCODED.test(text));
     if (weak) throw specError('too_weak', `key ${id} is too weak: its secret ${weak}`, id);
     keys.push({ id, secret });
   }
   return new Keyring({ keys });
 }
 
-/** The id of the key a sealed string names, or undefined when it is not a sealed string. */
+/** The id of the key a sealed string names (bound or unbound), or undefined when it is not a sealed string. */
 export function sealedKeyId(value: string): string | undefined {
-  if (typeof value !== 'string' || !value.startsWith(SEALED_PREFIX)) return undefined;
-  const dot = value.indexOf('.', SEALED_PREFIX.length);
+  if (typeof value !== 'string') return undefined;
+  const prefix = value.startsWith(SEALED_PREFIX)
+    ? SEALED_PREFIX
+    : value.startsWith(UNBOUND_SEALED_PREFIX)
+      ? UNBOUND_SEALED_PREFIX
+      : undefined;
+  if (!prefix) return undefined;
+  const dot = value.indexOf('.', prefix.length);
   if (dot < 0) return undefined;
-  const id = value.slice(SEALED_PREFIX.length, dot);
+  const id = value.slice(prefix.length, dot);
   return KEY_ID.test(id) ? id : undefined;
 }
 
-/** True for a string of the sealed form (it may still fail to open). */
+/** True for a string of the sealed form, bound or unbound (it may still fail to open). */
 export function isSealed(value: unknown): value is Sealed {
   return typeof value === 'string' && sealedKeyId(value) !== undefined;
+}
+
+/** The place a sealed string names, unauthenticated (opening authenticates it), or undefined. */
+export function sealedPlace(value: string): SealPlace | undefined {
+  try {
+    return parseSealed(value, 'value').place;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Bytes of ciphertext a sealed string holds (its sealed bytes less IV and tag), or undefined. */
+export function sealedSize(value: string): number | undefined {
+  if (!isSealed(value)) return undefined;
+  const body = value.slice(value.lastIndexOf('.') + 1);
+  return Math.max(0, Buffer.byteLength(body, 'base64url') - IV_BYTES - TAG_BYTES);
+}
+
+/** The place as sealed text carries it: base64url of the JSON array `[purpose, operation, field, key]`. */
+function encodePlace(place: SealPlace): string {
+  if (!PURPOSES.has(place.purpose) || typeof place.operation !== 'string' || typeof place.key !== 'string') {
+    throw new IdempotencyConfigError('a seal needs its place: purpose, operation and key', { option: 'place' });
+  }
+  return Buffer.from(JSON.stringify([place.purpose, place.operation, place.field ?? '', place.key])).toString(
+    'base64url',
+  );
+}
+
+/** Strict unpadded base64url: exactly the text Node would write for the bytes, so one text per value. */
+function decodeBase64url(text: string): Buffer | undefined {
+  if (!BASE64URL.test(text)) return undefined;
+  const bytes = Buffer.from(text, 'base64url');
+  return bytes.toString('base64url') === text ? bytes : undefined;
+}
+
+/**
+ * Reads a sealed string, refusing all but its one canonical text: the prefix, a key id, the
+ * place and the sealed bytes, each strict base64url (no padding, whitespace or junk, no stray
+ * bits), the bytes at least an IV and a tag long. Unbound (`bqs1.`) text is refused by name.
+ */
+function parseSealed(sealed: string, purpose: SealPurpose): ParsedSealed {
+  const keyId = sealedKeyId(sealed);
+  if (keyId === undefined) throw new SealError(ERROR_CODES.sealInvalid, { keyId: null, purpose });
+  if (!sealed.startsWith(SEALED_PREFIX)) throw new SealError(ERROR_CODES.sealUnbound, { keyId, purpose });
+  const parts = sealed.slice(SEALED_PREFIX.length + keyId.length + 1).split('.');
+  const placeBytes = parts.length === 2 ? decodeBase64url(parts[0] as string) : undefined;
+  const body = parts.length === 2 ? decodeBase64url(parts[1] as string) : undefined;
+  const place = placeBytes && decodePlace(placeBytes);
+  if (!place || !body || body.length < IV_BYTES + TAG_BYTES) {
+    throw new SealError(ERROR_CODES.sealInvalid, { keyId, purpose });
+  }
+  return { keyId, placeText: parts[0] as string, place, body };
+}
+
+function decodePlace(bytes: Buffer): SealPlace | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(parsed) || parsed.length !== 4 || !parsed.every((p) => typeof p === 'string')) return undefined;
+  const [purpose, operation, field, key] = parsed as string[];
+  if (!PURPOSES.has(purpose as string)) return undefined;
+  return {
+    purpose: purpose as SealPurpose,
+    operation: operation as string,
+    field: field as string,
+    key: key as string,
+  };
+}
+
+/** The parts of a place that differ from the expected one (never their values). */
+export function placeMismatch(found: SealPlace, expected: Partial<SealPlace>): (keyof SealPlace)[] {
+  const out: (keyof SealPlace)[] = [];
+  if (expected.purpose !== undefined && found.purpose !== expected.purpose) out.push('purpose');
+  if (expected.operation !== undefined && found.operation !== expected.operation) out.push('operation');
+  if (expected.field !== undefined && (found.field ?? '') !== expected.field) out.push('field');
+  if (expected.key !== undefined && found.key !== expected.key) out.push('key');
+  return out;
+}
+
+function assertPlace(found: SealPlace, expected: SealPlace, keyId: string | null): void {
+  const mismatch = placeMismatch(found, { ...expected, field: expected.field ?? '' });
+  if (mismatch.length > 0)
+    throw new SealError(ERROR_CODES.sealMisplaced, { keyId, purpose: expected.purpose, mismatch });
 }
 
 function secretBytes(secret: string | Uint8Array, keyId: string): Uint8Array {
@@ -292,6 +489,9 @@ function secretBytes(secret: string | Uint8Array, keyId: string): Uint8Array {
   return decodeSecret(secret, keyId);
 }
 
+/** A secret written as encoded bytes rather than text. */
+const ENCODED = /^(base64|hex):/i;
+
 /** base64 of either alphabet (Node's decoder reads both), padded or not. */
 const BASE64 = /^([A-Za-z0-9+/_-]+)(={0,2})$/;
 
@@ -301,7 +501,7 @@ const BASE64 = /^([A-Za-z0-9+/_-]+)(={0,2})$/;
  * read, so a typo would otherwise surface as a short (weak) secret.
  */
 function decodeSecret(text: string, keyId: string): Uint8Array {
-  const encoded = /^(base64|hex):/i.exec(text);
+  const encoded = ENCODED.exec(text);
   const body = encoded ? text.slice(encoded[0].length).trim() : text;
   if (body.length === 0) throw specError('empty_secret', `key ${keyId} has an empty secret`, keyId);
   if (!encoded) return Buffer.from(body, 'utf8');

@@ -1,10 +1,11 @@
 import { createHmac } from 'node:crypto';
 import { inspect, types } from 'node:util';
 import { isCleanName } from '../errors/clean-name.js';
-import { IdempotencyError } from '../errors/idempotency-error.js';
+import { SealError } from '../errors/errors.js';
+import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 import { RetryableError, TerminalError } from '../errors/processor-errors.js';
 import type { RecordedError } from '../ledger/types.js';
-import type { Keyring, Sealed } from './keyring.js';
+import { isSealed, type Keyring, placeMismatch, type Sealed, sealedKeyId } from './keyring.js';
 import { hasOriginal, originalError } from './original-error.js';
 
 /** What the sealed part of a recorded error holds: the whole text, as `util.inspect` shows it. */
@@ -83,25 +84,34 @@ export function readSafely(value: object, prop: string): unknown {
 }
 
 /**
+ * Where an error is recorded: the operation as the ledger names the row (a step's is
+ * `operation#step`) and the bounded key (empty when the error came before the key was known).
+ */
+export type ErrorPlace = { operation: string; key: string };
+
+/**
  * A thrown value as the ledger records it: the code and class name in clear when they pass the
  * grammar (else keyed refs), the public message or a marker (`sealed message, N bytes`), and the
  * whole text — message, stack, causes, AggregateError's errors — sealed. An error the library made
- * to stand for another one ({@link rememberOriginal}) is recorded as that original. Never throws,
- * whatever getters, traps or prototypes the value has.
+ * to stand for another one ({@link rememberOriginal}) is recorded as that original. The text is
+ * sealed for `place`: it opens as that row's error only. Never throws, whatever getters, traps or
+ * prototypes the value has.
  */
-export function recordedError(thrown: unknown, keyring: Keyring): RecordedError {
+export function recordedError(thrown: unknown, keyring: Keyring, place: ErrorPlace): RecordedError {
   const original = hasOriginal(thrown) ? originalError(thrown) : thrown;
-  // The same error is recorded in the ledger and then handed to BullMQ: seal it once.
+  // The same error is recorded in the ledger and then handed to BullMQ: seal it once per place.
   const memo = typeof original === 'object' && original !== null ? RECORDED.get(original) : undefined;
-  if (memo && memo.keyring === keyring) return memo.recorded;
-  const recorded = recordNew(original, keyring);
-  if (typeof original === 'object' && original !== null) RECORDED.set(original, { keyring, recorded });
+  if (memo && memo.keyring === keyring && memo.operation === place.operation && memo.key === place.key) {
+    return memo.recorded;
+  }
+  const recorded = recordNew(original, keyring, place);
+  if (typeof original === 'object' && original !== null) RECORDED.set(original, { keyring, ...place, recorded });
   return recorded;
 }
 
-const RECORDED = new WeakMap<object, { keyring: Keyring; recorded: RecordedError }>();
+const RECORDED = new WeakMap<object, { keyring: Keyring; operation: string; key: string; recorded: RecordedError }>();
 
-function recordNew(thrown: unknown, keyring: Keyring): RecordedError {
+function recordNew(thrown: unknown, keyring: Keyring, place: ErrorPlace): RecordedError {
   const err = asError(thrown);
   const rawCode = readSafely(err, 'code');
   const rawName = readSafely(err, 'name');
@@ -119,7 +129,7 @@ function recordNew(thrown: unknown, keyring: Keyring): RecordedError {
   const text = inspectSafely(err, 4).slice(0, MAX_TEXT_CHARS);
   const sealed = keyring.seal<SealedErrorText>(
     { name: nameText, ...(typeof rawCode === 'string' ? { code: rawCode } : {}), message, text },
-    'error',
+    { purpose: 'error', operation: place.operation, key: place.key },
   );
   return { code, name, message: pub ?? sealedMarker(message), sealed };
 }
@@ -133,9 +143,29 @@ function publicMessageSafely(err: Error): string | undefined {
   }
 }
 
-/** Opens the sealed text of a recorded error. Throws SealError when it cannot. */
-export function openRecordedError(error: RecordedError, keyring: Keyring): SealedErrorText | undefined {
-  return error.sealed ? keyring.open<SealedErrorText>(error.sealed as Sealed<SealedErrorText>, 'error') : undefined;
+/**
+ * Opens the sealed text of a recorded error, checking it was sealed for `expected` where given
+ * (the operation and key of the row it was read from). Throws SealError when it cannot, when it
+ * was sealed for another place (`IDEMPOTENCY_SEAL_MISPLACED`), and for text in clear where the
+ * seal belongs (`IDEMPOTENCY_SEAL_REQUIRED`).
+ */
+export function openRecordedError(
+  error: RecordedError,
+  keyring: Keyring,
+  expected?: Partial<ErrorPlace>,
+): SealedErrorText | undefined {
+  if (error.sealed === undefined || error.sealed === null) return undefined;
+  if (!isSealed(error.sealed)) throw new SealError(ERROR_CODES.sealRequired, { purpose: 'error' });
+  const opened = keyring.openPlaced<SealedErrorText>(error.sealed as Sealed<SealedErrorText>, 'error');
+  const mismatch = placeMismatch(opened.place, { ...expected, field: '' });
+  if (mismatch.length > 0) {
+    throw new SealError(ERROR_CODES.sealMisplaced, {
+      keyId: sealedKeyId(error.sealed) ?? null,
+      purpose: 'error',
+      mismatch,
+    });
+  }
+  return opened.value;
 }
 
 /** What stands in clear for a sealed message. */

@@ -7,6 +7,7 @@ import { boundedKey } from '../keys/idempotency-key.js';
 import type { Operation } from '../operation/define-operation.js';
 import { assertRetentionCovers, retryWindowMs } from '../operation/retry-window.js';
 import { unrecoverable } from '../sealing/bullmq-signals.js';
+import { checkResult } from '../sealing/sealed-result.js';
 import type { WrapperEventType } from '../shared/wrapper-event.js';
 import { AttemptEvents } from './attempt-events.js';
 import { type AttemptScope, factsOf } from './attempt-scope.js';
@@ -120,6 +121,13 @@ export class AttemptRunner<I, R, DB> {
       case 'run':
         return this.execute(p, claimed.fingerprint, decision.claim, signal);
       case 'replay':
+        // What BullMQ gets is the row as stored, once it is proven this row's: sealed for this
+        // operation and key, its clear fields those of its sealed copy.
+        try {
+          checkResult(decision.result, this.s.keyring, this.recorder.placeOf(p.scope));
+        } catch (err) {
+          throw isIdempotencyError(err) ? unrecoverable(err) : err;
+        }
         return decision.result;
       case 'wait':
         return waitForHolder(p.scope, decision.retryAfterMs, this.s.pollMs);
@@ -203,6 +211,6 @@ export class AttemptRunner<I, R, DB> {
    * new error with its code and class in clear, its text sealed, and one warn line about it.
    */
   private forBullmq(err: unknown, at: FailedAttemptAt): unknown {
-    return failedAttempt(err, at, { ...this.s.options, keyring: this.s.keyring });
+    return failedAttempt(err, at, { ...this.s.options, keyring: this.s.keyring, operation: this.s.op.name });
   }
 }

@@ -15,6 +15,8 @@ export type FailedAttemptAt = { job: Job; key?: string | undefined; epoch?: numb
 /** What {@link failedAttempt} needs of the wrapper's options. */
 export type FailedAttemptSettings = {
   keyring: Keyring;
+  /** The operation's name: error text is sealed for it and the attempt's key. */
+  operation: string;
   logger?: Logger | undefined;
   logErrorText?: boolean | undefined;
 };
@@ -48,7 +50,12 @@ export function failedAttempt(err: unknown, at: FailedAttemptAt, s: FailedAttemp
   if (isSealedForBullmq(err)) handed = hint ? withHint(err as Error, hint) : (err as Error);
   else {
     const kind = bullmqSignal(err) === 'unrecoverable' ? 'unrecoverable' : 'retry';
-    handed = errorForBullmq(recordedError(err, s.keyring), err, kind, hint);
+    handed = errorForBullmq(
+      recordedError(err, s.keyring, { operation: s.operation, key: at.key ?? '' }),
+      err,
+      kind,
+      hint,
+    );
   }
   TOLD.add(handed);
   if (s.logger) tell(s.logger, handed, at, hint, s.logErrorText === true);

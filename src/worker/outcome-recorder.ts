@@ -3,7 +3,7 @@ import { isIdempotencyError } from '../errors/idempotency-error.js';
 import type { ClaimOptions, RecordedError } from '../ledger/types.js';
 import { unrecoverable } from '../sealing/bullmq-signals.js';
 import { recordedError } from '../sealing/sealed-error.js';
-import { sealResult } from '../sealing/sealed-result.js';
+import { type ResultPlace, sealResult } from '../sealing/sealed-result.js';
 import type { AttemptEvents } from './attempt-events.js';
 import type { AttemptScope } from './attempt-scope.js';
 import type { ErrorClass } from './classify.js';
@@ -31,9 +31,17 @@ export class OutcomeRecorder {
    * declared public fields in clear, a step's is sealed whole.
    */
   sealValue(scope: AttemptScope, value: unknown): unknown {
-    if (scope.stepId !== undefined) return sealResult(value, [], this.s.keyring);
+    if (scope.stepId !== undefined) return sealResult(value, [], this.s.keyring, this.placeOf(scope));
     this.s.op.parseResult(value);
-    return sealResult(value, this.s.op.publicResult, this.s.keyring);
+    return sealResult(value, this.s.op.publicResult, this.s.keyring, this.placeOf(scope));
+  }
+
+  /** Where `scope`'s seals belong: its row's operation (a step's is `operation#step`) and key. */
+  placeOf(scope: AttemptScope): ResultPlace {
+    return {
+      operation: scope.stepId === undefined ? this.s.op.name : `${this.s.op.name}#${scope.stepId}`,
+      key: scope.k,
+    };
   }
 
   /**
@@ -64,7 +72,7 @@ export class OutcomeRecorder {
       }
       // Not a refusal of the value: the ledger could not be asked, and the job waits to ask again.
       if (err instanceof LedgerUnreachableError || !isIdempotencyError(err)) throw err;
-      await this.markUnknown(scope, epoch, recordedError(err, this.s.keyring), signal);
+      await this.markUnknown(scope, epoch, recordedError(err, this.s.keyring, this.placeOf(scope)), signal);
       throw scope.stepId === undefined ? unrecoverable(err) : new UnknownOutcomeError({ key: scope.k, epoch });
     }
   }
@@ -77,7 +85,7 @@ export class OutcomeRecorder {
     cls: Exclude<ErrorClass, 'reconcile'>,
     signal: SignalSource,
   ): Promise<void> {
-    const error = recordedError(err, this.s.keyring);
+    const error = recordedError(err, this.s.keyring, this.placeOf(scope));
     if (cls === 'unknown') return this.markUnknown(scope, epoch, error, signal);
     const mode = cls === 'terminal' ? 'terminal' : 'retryable';
     const written = await this.writeError(scope, epoch, error, cls, mode, signal);
@@ -157,7 +165,7 @@ export class OutcomeRecorder {
     );
     if (claim.downstream === 'none') {
       const written = await this.persist('recordLost', signal, () =>
-        this.s.options.ledger.recordLost(claim, epoch, recordedError(err, this.s.keyring)),
+        this.s.options.ledger.recordLost(claim, epoch, recordedError(err, this.s.keyring, this.placeOf(scope))),
       );
       if (written) {
         this.events.transition(scope, 'record_lost', { epoch, at: written.at, reasonCode: err.code });

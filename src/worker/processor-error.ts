@@ -45,7 +45,7 @@ export async function settleProcessorError(
   if (cls === 'wait' || cls === 'retryable') throw err;
   // BullMQ gets the library's error; `originalError()` gives the processor's back, and the
   // stack BullMQ keeps carries the processor's error sealed.
-  const recorded = recordedError(err, recorder.s.keyring);
+  const recorded = recordedError(err, recorder.s.keyring, recorder.placeOf(scope));
   const stands = { original: err, ...(recorded.sealed ? { sealed: recorded.sealed } : {}) };
   if (cls === 'terminal') {
     throw bullmqSignal(err) === 'unrecoverable'

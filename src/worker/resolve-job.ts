@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import { withoutParkedMark } from '../confirm/parked-job.js';
 import { InvalidInputError } from '../errors/errors.js';
 import { zodIssues } from '../errors/zod-issues.js';
-import { type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
+import { boundedKey, type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import type { Operation } from '../operation/define-operation.js';
 import {
   ENVELOPE_FIELD,
@@ -12,7 +12,7 @@ import {
   readEnvelope,
 } from '../operation/envelope.js';
 import type { Keyring } from '../sealing/keyring.js';
-import { openInput } from '../sealing/sealed-input.js';
+import { assertInputKey, openInput } from '../sealing/sealed-input.js';
 
 export type ResolvedJob = { input: unknown; key: IdempotencyKey; taskId: string | undefined };
 
@@ -20,8 +20,9 @@ export type ResolvedJob = { input: unknown; key: IdempotencyKey; taskId: string 
  * Reads the input and the operation key of a job. A job enqueued by the producer helper carries
  * its key; any other job (a plain `queue.add`, an existing producer) gets it from the
  * operation's `resourceKey(input)`. A job-scheduler occurrence adds its scheduled time, so each
- * occurrence is its own operation. Sealed `sensitiveInput` fields are opened before validation.
- * Throws an IdempotencyError for anything malformed.
+ * occurrence is its own operation. Sealed `sensitiveInput` fields are opened before validation,
+ * and refused when sealed for another operation, field or key (or, in the helper's jobs, in
+ * clear). Throws an IdempotencyError for anything malformed.
  */
 export function resolveJob(op: Operation, job: Job, keyring: Keyring): ResolvedJob {
   let input: unknown;
@@ -36,16 +37,20 @@ export function resolveJob(op: Operation, job: Job, keyring: Keyring): ResolvedJ
         { path: `${ENVELOPE_FIELD}.operation`, message: `job was enqueued for operation ${meta.operation}` },
       ]);
     }
-    input = op.parseInput(openInput(op, envelope.input, keyring));
+    const opened = openInput(op, envelope.input, keyring, true);
+    assertInputKey(opened, boundedKey(meta.key));
+    input = op.parseInput(opened.input);
     key = ownKey(op, meta.key, input);
     taskId = meta.taskId;
   } else {
-    input = op.parseInput(openInput(op, data, keyring));
+    const opened = openInput(op, data, keyring, false);
+    input = op.parseInput(opened.input);
     const occurrence = schedulerOccurrence(job);
     // A scheduler's template data is the same for every occurrence: without a resourceKey
     // function the scheduler id names the operation, and the occurrence time is added below.
     key =
       occurrence && !op.definition.resourceKey ? op.keyFor(input, `scheduler:${job.repeatJobKey}`) : op.keyFor(input);
+    assertInputKey(opened, boundedKey(key));
   }
   const occurrence = schedulerOccurrence(job);
   if (occurrence) key = parseIdempotencyKey({ ...key, resourceKey: `${key.resourceKey}@${occurrence}` });

@@ -1,7 +1,9 @@
 import { IdempotencyInProgressError, UnknownOutcomeError } from '../errors/errors.js';
+import { isIdempotencyError } from '../errors/idempotency-error.js';
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
-import { isSealedResult, SEALED_FIELD } from '../sealing/sealed-result.js';
+import { unrecoverable } from '../sealing/bullmq-signals.js';
+import { openResult } from '../sealing/sealed-result.js';
 import type { AttemptScope } from './attempt-scope.js';
 import { type Acquired, decideClaim } from './claim-decision.js';
 import { claimKey, claimOptions } from './claim-key.js';
@@ -40,7 +42,12 @@ export class StepRunner {
       case 'run':
         return this.execute(scope, decision.claim, signal, fn);
       case 'replay':
-        return this.openResult<T>(decision.result);
+        // Only a seal made for this step's row replays: a copied or plain value fails the job.
+        try {
+          return openResult<T>(decision.result, s.keyring, this.recorder.placeOf(scope));
+        } catch (err) {
+          throw isIdempotencyError(err) ? unrecoverable(err) : err;
+        }
       case 'wait': {
         // The attempt that holds it (a crashed or stalled one of this job) has not let its lease
         // lapse: the attempt runner releases the operation and the job waits, delayed.
@@ -89,11 +96,5 @@ export class StepRunner {
     } finally {
       keeper.stop();
     }
-  }
-
-  /** A finished step's recorded result, opened; one recorded before results were sealed, as it is. */
-  private openResult<T>(recorded: unknown): T {
-    const { keyring } = this.recorder.s;
-    return isSealedResult(recorded) ? keyring.open<T>(recorded[SEALED_FIELD] as string, 'result') : (recorded as T);
   }
 }

@@ -45,7 +45,7 @@ import pg from 'pg';
 import { z } from 'zod';
 import { createIdempotency, defineKeyring, defineOperation, type SealedResult, unseal } from 'bullmq-idempotency';
 import { AuditStore } from 'bullmq-idempotency/audit';
-import { type ClaimOptions, fingerprint, PostgresLedger } from 'bullmq-idempotency/ledger';
+import { boundedKey, type ClaimOptions, fingerprint, PostgresLedger } from 'bullmq-idempotency/ledger';
 import { createIdempotencyMetrics } from 'bullmq-idempotency/observability';
 import { startOperationsProcess } from 'bullmq-idempotency/ops';
 import { defineRedactionPolicy } from 'bullmq-idempotency/redaction';
@@ -96,7 +96,7 @@ try {
   const first = await ledger.claim(claim);
   if (first.kind !== 'acquired') throw new Error(\`first claim: \${first.kind}\`);
   const result: Charge = { chargeId: 'ch_1', receipt: 'rcpt_secret' };
-  await ledger.complete(claim.key, first.epoch, { chargeId: result.chargeId, $sealed: keyring.seal(result, 'result') });
+  await ledger.complete(claim.key, first.epoch, { chargeId: result.chargeId, $sealed: keyring.seal(result, { purpose: 'result', operation: claim.operation, key: boundedKey(claim.key) }) });
   const again = await ledger.claim(claim);
   if (again.kind !== 'completed') throw new Error(\`second claim: \${again.kind}\`);
   const replayed = unseal(again.result as SealedResult<Charge, 'chargeId'>, keyring);

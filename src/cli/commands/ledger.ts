@@ -289,7 +289,9 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
     receipt = await resolveKey(
       ledger,
       key,
-      keyring ? { committed: true, result: sealResult(value, [], keyring) } : { committed: false },
+      keyring
+        ? { committed: true, result: sealResult(value, [], keyring, { operation: record.operation, key: record.key }) }
+        : { committed: false },
       { ...operatorOptions(opts), store: await ctx.store() },
     );
   } catch (err) {
