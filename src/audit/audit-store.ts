@@ -11,7 +11,7 @@ import { type AuditEvent, auditEventSchema } from './audit-event.js';
 import { isAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventReason } from './dead-letter-reason.js';
-import { isIdentifier, isLibraryKey } from './identifier-grammar.js';
+import { isIdentifier } from './identifier-grammar.js';
 import { createAuditPartitions } from './partitions.js';
 import { storeRedactor } from './redact-event.js';
 
@@ -309,8 +309,9 @@ export class AuditStore {
     const order = 'order by created_at, coalesce(epoch, 0), seq, event_id';
     const byTask = 'taskId' in query;
     const value = byTask ? query.taskId : query.operationKey;
-    const plain = byTask ? isIdentifier(value, 200) : isIdentifier(value, 255) || isLibraryKey(value, true);
-    const values = plain ? [value] : [value, ...engineOf(this.policy).keyring.identifierRefs(value)];
+    // Both the value and its refs: a value kept in clear now (a ULID, a declared format) may have
+    // been stored as its ref by an earlier version or under another policy.
+    const values = [value, ...engineOf(this.policy).keyring.identifierRefs(value)];
     const res = await this.pool.query(
       `select ${select} from ${this.table} where ${byTask ? 'task_id' : 'operation_id'} = any($1::text[]) ${order}`,
       [values],
