@@ -9,6 +9,7 @@ import { confirmationsMigration } from './0007-confirmations.js';
 import { ledgerCompactMigration } from './0008-ledger-compact.js';
 import { ledgerFingerprintBytesMigration } from './0009-ledger-fingerprint-bytes.js';
 import { ledgerSweepIndexMigration } from './0010-ledger-sweep-index.js';
+import { auditChainMigration } from './0013-audit-chain.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -23,5 +24,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0008-ledger-compact': ledgerCompactMigration(schema),
     '0009-ledger-fingerprint-bytes': ledgerFingerprintBytesMigration(schema),
     '0010-ledger-sweep-index': ledgerSweepIndexMigration(schema),
+    '0013-audit-chain': auditChainMigration(schema),
   };
 }

@@ -19,6 +19,12 @@ export {
   auditHorizon,
   maintainAuditPartitions,
 } from '../audit/partitions.js';
+export {
+  BUILTIN_IDENTIFIER_FORMATS,
+  type BuiltinIdentifierFormat,
+  type IdentifierFormat,
+  type IdentifierFormats,
+} from '../audit/identifier-formats.js';
 export { auditRedactor } from '../audit/redact-event.js';
 export {
   buildTimeline,
@@ -29,6 +35,14 @@ export {
   timeline,
 } from '../audit/timeline.js';
 export type { TimelineConfirmation } from '../audit/timeline-confirmations.js';
+export {
+  type ChainHead,
+  type ChainProblem,
+  exportChainHeads,
+  type VerifyOptions,
+  type VerifyResult,
+  verifyAuditChains,
+} from '../audit/verify-chain.js';
 export { auditWorkerFailures } from '../audit/worker-failures.js';
 export {
   type BackfillOptions,
