@@ -3,10 +3,11 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
+import { maintainAuditPartitions } from '../src/audit/partitions.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
 import { exportChainHeads, verifyAuditChains } from '../src/audit/verify-chain.js';
-import { createAuditWriter } from '../src/jobs/audit-writer.js';
 import { runBackfill } from '../src/jobs/audit-backfill.js';
+import { createAuditWriter } from '../src/jobs/audit-writer.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
@@ -174,4 +175,33 @@ it('verify names an UPDATE, a DELETE and an out-of-order INSERT on audit_events,
   shown = await cli(['verify', '--json']);
   expect(shown.code).toBe(1);
   expect(JSON.parse(shown.stdout).problems[0].eventId).toBe('forged-event-0001');
+  await t.query(`delete from ${t.schema}.audit_events where event_id = 'forged-event-0001'`);
+  expect((await verify()).problems).toEqual([]);
+});
+
+it('retention drops a partition: its heads become anchors, verify stays clean, and a day written again continues from its anchor', async () => {
+  const store = new AuditStore(ledger.pool, t.schema, policy, { chainSlots: 2 });
+  const old = new Date(Date.now() - 10 * 86_400_000);
+  const at = (d: Date, i: number) => ({
+    ...sampleAuditEvent('retention', `${d.getTime()}-${i}`),
+    createdAt: d.toISOString(),
+  });
+  await store.writeBatch(Array.from({ length: 5 }, (_, i) => at(old, i)));
+  const day = old.toISOString().slice(0, 10);
+  const headsBefore = (await exportChainHeads(ledger.pool, t.schema)).filter((h) => h.chain.startsWith(day));
+  expect(headsBefore.reduce((n, h) => n + h.seq, 0)).toBe(5);
+  const { dropped } = await maintainAuditPartitions(ledger.pool, t.schema, { retentionMs: 5 * 86_400_000 });
+  expect(dropped).toContain(`audit_events_p${day.replaceAll('-', '')}`);
+  const anchors = await t.query(
+    `select slot, seq, encode(digest, 'hex') as digest from ${t.schema}.audit_chain_anchors where day = $1::date and seq > 0 order by slot`,
+    [day],
+  );
+  expect(anchors.rows.map((r) => `${day}/${r.slot}`)).toEqual(headsBefore.map((h) => h.chain));
+  expect((await verify()).problems).toEqual([]);
+  // The same day written again (an event of that time arriving late): its chain goes on from the anchor.
+  await store.writeBatch([at(old, 99)]);
+  expect((await verify()).problems).toEqual([]);
+  const again = (await exportChainHeads(ledger.pool, t.schema)).filter((h) => h.chain.startsWith(day));
+  expect(again.reduce((n, h) => n + h.seq, 0)).toBe(6);
+  await store.close();
 });

@@ -5,8 +5,8 @@ import { DEFAULT_PREPARED_STATEMENTS, runStatement } from '../db/prepared-statem
 import { statementName } from '../db/statement-name.js';
 import { StatisticsRefresh } from '../db/statistics-refresh.js';
 import { storable } from '../db/storable.js';
-import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { IdempotencyConfigError } from '../errors/errors.js';
+import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { engineOf } from '../redaction/policy-engine.js';
 import { type AuditEvent, auditEventSchema } from './audit-event.js';
 import { CHAIN_HEAD_MISSING, chainDaySql, eventDigestSql, GENESIS_SQL } from './chain-sql.js';

@@ -14,17 +14,17 @@ export {
   DEFAULT_MAX_EVENT_BYTES,
 } from '../audit/emitter.js';
 export {
-  type AuditPartitionOptions,
-  type AuditPartitionResult,
-  auditHorizon,
-  maintainAuditPartitions,
-} from '../audit/partitions.js';
-export {
   BUILTIN_IDENTIFIER_FORMATS,
   type BuiltinIdentifierFormat,
   type IdentifierFormat,
   type IdentifierFormats,
 } from '../audit/identifier-formats.js';
+export {
+  type AuditPartitionOptions,
+  type AuditPartitionResult,
+  auditHorizon,
+  maintainAuditPartitions,
+} from '../audit/partitions.js';
 export { auditRedactor } from '../audit/redact-event.js';
 export {
   buildTimeline,
