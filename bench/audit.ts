@@ -7,6 +7,7 @@
  * - wrapper overhead: withIdempotency's fresh path with the audit trail on versus off, alternating
  *   rounds; overhead = 1 − on/off. It is what the worker pays (build, redact, validate, batch and
  *   enqueue three events per job); the writer's work is the pipeline figure.
+ * - verify: the hash chains the pipeline wrote, walked whole (events/s).
  * Timings on a shared 2-core machine are noisy: figures are reported, never asserted. The last line
  * of stdout is one JSON object. Env: BENCH_AUDIT_EVENTS, BENCH_AUDIT_BURSTS, BENCH_JOBS and
  * BENCH_ROUNDS (the wrapper rounds), BENCH_CPU_PROFILE=dir (profiles the writer process),
@@ -24,6 +25,7 @@ import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { decodeAuditBatch } from '../src/audit/batch-codec.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
+import { verifyAuditChains } from '../src/audit/verify-chain.js';
 import { migrate, PostgresLedger } from '../src/entries/ledger.js';
 import { defineKeyring, defineOperation, withIdempotency } from '../src/index.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
@@ -327,6 +329,11 @@ try {
   log(`pipeline: ${PIPELINE_BURSTS} bursts of ${PIPELINE_EVENTS} events...`);
   writer = await startWriterProcess();
   const pipe = await pipeline(pool);
+  // The hash chains the pipeline wrote, walked whole: every event's digest recomputed.
+  const verifyStarted = performance.now();
+  const verified = await verifyAuditChains(pool, schema);
+  const verifySeconds = (performance.now() - verifyStarted) / 1000;
+  if (!verified.ok) throw new Error(`audit chains broken: ${JSON.stringify(verified.problems[0])}`);
   // The pipeline leaves ~0.3 GB of WAL and dirty pages behind; flush them now rather than in a
   // checkpoint that would land in the middle of the wrapper rounds (needs superuser; best effort).
   await pool.query('checkpoint').catch(() => log('checkpoint refused (not a superuser): the rounds may overlap one'));
@@ -348,6 +355,10 @@ try {
       ['stored bytes per event', `${Math.round(pipe.bytesPerEvent)}  (${pipe.storage})`],
       ['WAL bytes per event', String(Math.round(pipe.walPerEvent))],
       [
+        'verify, events/s',
+        `${Math.round(verified.events / verifySeconds)}  (${verified.events} events, ${verified.chains} chains)`,
+      ],
+      [
         'CPU µs per event (median of bursts)',
         `emitter ${Math.round(pipe.cpu.emitter)}, writer ${Math.round(pipe.cpu.writer)}, postgres ${Math.round(pipe.cpu.postgres)}`,
       ],
@@ -367,6 +378,7 @@ try {
     lag_p99_ms: Math.round(pipe.p99),
     bytes_per_event: Math.round(pipe.bytesPerEvent),
     wal_per_event: Math.round(pipe.walPerEvent),
+    verify_per_s: Math.round(verified.events / verifySeconds),
     emitter_cpu_us_per_event: Math.round(pipe.cpu.emitter),
     writer_cpu_us_per_event: Math.round(pipe.cpu.writer),
     postgres_cpu_us_per_event: Math.round(pipe.cpu.postgres),

@@ -10,6 +10,7 @@ import { ledgerCompactMigration } from './0008-ledger-compact.js';
 import { ledgerFingerprintBytesMigration } from './0009-ledger-fingerprint-bytes.js';
 import { ledgerSweepIndexMigration } from './0010-ledger-sweep-index.js';
 import { intentsMigration } from './0011-intents.js';
+import { auditChainMigration } from './0013-audit-chain.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -25,5 +26,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0009-ledger-fingerprint-bytes': ledgerFingerprintBytesMigration(schema),
     '0010-ledger-sweep-index': ledgerSweepIndexMigration(schema),
     '0011-intents': intentsMigration(schema),
+    '0013-audit-chain': auditChainMigration(schema),
   };
 }

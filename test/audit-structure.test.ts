@@ -92,7 +92,7 @@ const ORDINARY: Record<string, readonly string[]> = {
   action: ['tool.charge', 'tool.delete_bucket', 'idempotency.in_progress', 'payments.charge'],
   resourceType: ['idempotency_key', 'invoice', 'payment', 's3/object'],
   reasonCode: ['IDEMPOTENCY_CONFLICT', 'BULLMQ_MAX_STARTED_ATTEMPTS', 'policy.ok', 'human.required'],
-  taskId: ['task:42', 'task-story', 'order-2024-0001', '2024-05-01T12:00:00.000Z'],
+  taskId: ['task:42', 'task-story', 'order-2024-0001', 'PROJ-42'],
   stepId: ['charge', 'send-receipt', 'step_3'],
   jobId: ['42', 'again', 'order-2024-0001'],
   queue: ['agent-actions', 'bullmq-idempotency-audit', 'charges'],

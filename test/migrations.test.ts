@@ -18,6 +18,8 @@ const migrationNames = Object.keys(allMigrations('any_schema'));
 const LEDGER = 'idempotency_ledger';
 const AUDIT_TABLES = [
   'audit_backfill_checkpoint',
+  'audit_chain_anchors',
+  'audit_chains',
   'audit_dead_letter',
   'audit_event_ids',
   'audit_events',
@@ -163,6 +165,12 @@ describe('migrate up, down and up again', () => {
     expect(result.results).toEqual([down(last)]);
     expect(await migrationRows(schema)).toEqual(migrationNames.slice(0, -1).map((name) => ({ name, n: 1 })));
     expect(await tablesOf(schema)).toContain(LEDGER);
+    // 0013's 'down' (the last) took the hash chains' tables; then 0011's the intents table.
+    expect(last).toBe('0013-audit-chain');
+    expect(await tablesOf(schema)).not.toContain('audit_chains');
+    expect(await downTo(schema, '0011-intents')).toEqual([down('0011-intents')]);
+    expect(await tablesOf(schema)).not.toContain(INTENTS);
+    expect(await downTo(schema, '0010-ledger-sweep-index')).toEqual([down('0010-ledger-sweep-index')]);
     // Step by step down to 0004, which makes event_id unique on its own: its 'down' drops that
     // index, the time-led primary key stays; 0007's drops the confirmations table; 0006's puts
     // the unpartitioned table back (with 0004's unique event_id index) and drops the id table.
@@ -192,12 +200,9 @@ describe('migrate up, down and up again', () => {
     const partitioned = async () =>
       (await t.query(`select relkind from pg_class where oid = $1::regclass`, [`${schema}.audit_events`])).rows[0]
         ?.relkind;
-    // 0011's 'down' (the last) took the intents table; 0010's the sweeper's sweep_after index and
-    // column; 0009's put the text fingerprint back, 0008's the expiry index and the jsonb record;
-    // 0007's drops the confirmations table.
-    expect(last).toBe('0011-intents');
-    expect(await tablesOf(schema)).not.toContain(INTENTS);
-    expect(await downTo(schema, '0010-ledger-sweep-index')).toEqual([down('0010-ledger-sweep-index')]);
+    // 0010's 'down' took the sweeper's sweep_after index and column; 0009's put the
+    // text fingerprint back, 0008's the expiry index and the jsonb record; 0007's drops the
+    // confirmations table.
     expect(await indexesOf(schema)).not.toContain('idempotency_ledger_sweep_idx');
     expect(await ledgerColumns()).not.toContain('sweep_after');
     expect(await columnType(schema, 'fingerprint')).toBe('bytea');
@@ -209,7 +214,11 @@ describe('migrate up, down and up again', () => {
     expect(await downTo(schema, '0007-confirmations')).toEqual([down('0007-confirmations')]);
     expect(await tablesOf(schema)).not.toContain(CONFIRMATIONS);
     expect(await partitioned()).toBe('p');
-    for (let i = migrationNames.length - 6; migrationNames[i + 1] !== '0004-audit-event-id-unique'; i--) {
+    for (
+      let i = migrationNames.indexOf('0006-audit-partitions');
+      migrationNames[i + 1] !== '0004-audit-event-id-unique';
+      i--
+    ) {
       expect((await migrate({ connectionString: t.databaseUrl, schema, to: 'down' })).results).toEqual([
         down(migrationNames[i]!),
       ]);

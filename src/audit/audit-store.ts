@@ -5,13 +5,15 @@ import { DEFAULT_PREPARED_STATEMENTS, runStatement } from '../db/prepared-statem
 import { statementName } from '../db/statement-name.js';
 import { StatisticsRefresh } from '../db/statistics-refresh.js';
 import { storable } from '../db/storable.js';
+import { IdempotencyConfigError } from '../errors/errors.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { engineOf } from '../redaction/policy-engine.js';
 import { type AuditEvent, auditEventSchema } from './audit-event.js';
+import { CHAIN_HEAD_MISSING, chainDaySql, eventDigestSql, GENESIS_SQL } from './chain-sql.js';
 import { isAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventReason } from './dead-letter-reason.js';
-import { isIdentifier, isLibraryKey } from './identifier-grammar.js';
+import { isIdentifier } from './identifier-grammar.js';
 import { createAuditPartitions } from './partitions.js';
 import { storeRedactor } from './redact-event.js';
 
@@ -54,6 +56,14 @@ export type AuditStoreOptions = {
    * @defaultValue `true`
    */
   preparedStatements?: boolean;
+  /**
+   * Hash chains per day the events are appended to (see `chain-sql.ts`): each insert in flight
+   * takes a chain of its own, so that concurrent inserts of a writer do not queue on one head.
+   * Writers of other processes use the same slots; an insert on a chain another holds waits for
+   * its head's row lock. Give at least the writer's concurrency.
+   * @defaultValue 4
+   */
+  chainSlots?: number;
   /** Receives one warning per dropped idle connection, when the store watches the pool (it has no `'error'` listener). */
   logger?: PoolLogger;
 };
@@ -82,6 +92,12 @@ export class AuditStore {
   private readonly statistics: StatisticsRefresh | undefined;
   /** Batches whose plain insert met a stored row and ran again absorbing it (see `absorbingSql`). */
   absorbed = 0;
+  /** Creates the chain heads of a batch's days. */
+  private readonly headsSql: string;
+  private readonly chainSlots: number;
+  /** Chain slots no insert of this store is using; when none is free, inserts share one (its head's row lock orders them). */
+  private readonly freeSlots: number[];
+  private nextShared = 0;
 
   /**
    * @param policy holds every event's clear-text fields to their grammars, redacts its details as
@@ -97,6 +113,13 @@ export class AuditStore {
     options: AuditStoreOptions = {},
   ) {
     watchPoolErrors(pool, options.logger);
+    this.chainSlots = options.chainSlots ?? DEFAULT_CHAIN_SLOTS;
+    if (!Number.isSafeInteger(this.chainSlots) || this.chainSlots < 1 || this.chainSlots > MAX_CHAIN_SLOTS) {
+      throw new IdempotencyConfigError(`chainSlots must be an integer from 1 to ${MAX_CHAIN_SLOTS}`, {
+        option: 'chainSlots',
+      });
+    }
+    this.freeSlots = Array.from({ length: this.chainSlots }, (_, i) => this.chainSlots - 1 - i);
     this.structure = storeRedactor(policy);
     const s = checkSchema(schema);
     const prepared = options.preparedStatements ?? DEFAULT_PREPARED_STATEMENTS;
@@ -146,13 +169,45 @@ export class AuditStore {
         where k.stored_at is not null and i.event_id = k.event_id and i.xmin = k.stored_version
           and not exists (select 1 from ${this.table} e where e.created_at = i.created_at and e.event_id = i.event_id)
         returning i.event_id, i.created_at
+      ),
+      n as (
+        select c.*, ${chainDaySql('c.created_at')} as chain_day,
+          row_number() over (partition by ${chainDaySql('c.created_at')} order by c.created_at, c.event_id) as ord,
+          ${eventDigestSql('c')} as d
+        from c join (select * from fresh union all select * from lost) k using (event_id, created_at)${
+          // Absorbing, a row may be stored that its id did not point to: it is skipped here, so
+          // that the chain counts only what is inserted.
+          absorbing
+            ? ` where not exists (select 1 from ${this.table} e where e.created_at = c.created_at and e.event_id = c.event_id)`
+            : ''
+        }
+      ),
+      h as (
+        select day, seq, digest from ${s}.audit_chains
+        where slot = $2 and day in (select chain_day from n) order by day for update
+      ),
+      f as (
+        select r.chain_day, r.ord, ${s}.audit_chain(r.d) over (partition by r.chain_day order by r.ord) as link
+        from (select h.day as chain_day, 0::bigint as ord, h.digest as d from h
+              union all select chain_day, ord, d from n) r
+      ),
+      moved as (
+        update ${s}.audit_chains a set seq = a.seq + m.ord, digest = m.link
+        from (select distinct on (chain_day) chain_day, ord, link from f where ord > 0 order by chain_day, ord desc) m
+        where a.day = m.chain_day and a.slot = $2
       )
-      insert into ${this.table} (${cols})
-      select ${picked} from c join (select * from fresh union all select * from lost) k using (event_id, created_at)${
-        absorbing ? ' on conflict do nothing' : ''
-      }`;
+      insert into ${this.table} (${cols}, chain_slot, chain_seq, chain_digest)
+      select ${picked}, $2, case when h.day is null then ${s}.audit_chain_missing() else h.seq + c.ord end, f.link
+      from n c join f using (chain_day, ord) left join h on h.day = c.chain_day${absorbing ? ' on conflict do nothing' : ''}`;
     this.insertSql = insertSql(false);
     this.absorbingSql = insertSql(true);
+    // The heads of every slot of a batch's days, from a dropped day's anchor when there is one.
+    this.headsSql = `insert into ${s}.audit_chains (day, slot, seq, digest)
+      select d.day, g.slot, coalesce(a.seq, 0), coalesce(a.digest, ${GENESIS_SQL})
+      from (select distinct ${chainDaySql('x."createdAt"')} as day from jsonb_to_recordset($1::jsonb) as x("createdAt" timestamptz)) d
+      cross join generate_series(0, $2::int - 1) as g(slot)
+      left join ${s}.audit_chain_anchors a on a.day = d.day and a.slot = g.slot
+      on conflict (day, slot) do nothing`;
     this.rangeSql = `select min(x."createdAt") as oldest, max(x."createdAt") as newest
       from jsonb_to_recordset($1::jsonb) as x("createdAt" timestamptz)`;
     this.schema = s;
@@ -238,14 +293,33 @@ export class AuditStore {
     }
   }
 
-  /** The plain insert; on a stored row's conflict (nothing of the batch written), the absorbing one. */
+  /**
+   * The plain insert; on a stored row's conflict (nothing of the batch written), the absorbing one.
+   * Each runs on a chain slot of its own while it runs (see `chainSlots`).
+   */
   private async run(json: string): Promise<number> {
+    const slot = this.freeSlots.pop() ?? this.nextShared++ % this.chainSlots;
     try {
-      return (await runStatement(this.pool, this.insertName, this.insertSql, [json])).rowCount ?? 0;
+      try {
+        return await this.chained(this.insertName, this.insertSql, json, slot);
+      } catch (err) {
+        if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err;
+        this.absorbed++;
+        return await this.chained(this.absorbingName, this.absorbingSql, json, slot);
+      }
+    } finally {
+      if (slot < this.chainSlots && !this.freeSlots.includes(slot)) this.freeSlots.push(slot);
+    }
+  }
+
+  /** One insert on chain `slot`; when a day of the batch has no chain heads yet, they are made and it runs again. */
+  private async chained(name: string | undefined, text: string, json: string, slot: number): Promise<number> {
+    try {
+      return (await runStatement(this.pool, name, text, [json, slot])).rowCount ?? 0;
     } catch (err) {
-      if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err;
-      this.absorbed++;
-      return (await runStatement(this.pool, this.absorbingName, this.absorbingSql, [json])).rowCount ?? 0;
+      if (!isChainHeadMissing(err)) throw err;
+      await this.pool.query(this.headsSql, [json, this.chainSlots]);
+      return (await runStatement(this.pool, name, text, [json, slot])).rowCount ?? 0;
     }
   }
 
@@ -309,8 +383,9 @@ export class AuditStore {
     const order = 'order by created_at, coalesce(epoch, 0), seq, event_id';
     const byTask = 'taskId' in query;
     const value = byTask ? query.taskId : query.operationKey;
-    const plain = byTask ? isIdentifier(value, 200) : isIdentifier(value, 255) || isLibraryKey(value, true);
-    const values = plain ? [value] : [value, ...engineOf(this.policy).keyring.identifierRefs(value)];
+    // Both the value and its refs: a value kept in clear now (a ULID, a declared format) may have
+    // been stored as its ref by an earlier version or under another policy.
+    const values = [value, ...engineOf(this.policy).keyring.identifierRefs(value)];
     const res = await this.pool.query(
       `select ${select} from ${this.table} where ${byTask ? 'task_id' : 'operation_id'} = any($1::text[]) ${order}`,
       [values],
@@ -346,6 +421,16 @@ const refused = (invalid: DeadLetter[]) => invalid.filter((i) => i.refused).leng
 function isMissingPartition(err: unknown): boolean {
   const e = err as { code?: unknown; message?: unknown };
   return e.code === '23514' && typeof e.message === 'string' && e.message.startsWith('no partition of relation');
+}
+
+/** Chain slots of a store, unless given. */
+export const DEFAULT_CHAIN_SLOTS = 4;
+const MAX_CHAIN_SLOTS = 256;
+
+/** The store's statement met a day without chain heads (`audit_chain_missing()`). */
+function isChainHeadMissing(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown };
+  return e.code === 'P0001' && e.message === CHAIN_HEAD_MISSING;
 }
 
 /** SQLSTATE of a unique violation. */

@@ -1,5 +1,6 @@
 import { sha256 } from '../fingerprint/sha256.js';
 import { secretNameKind } from '../redaction/secret-words.js';
+import { type CompiledIdentifierFormats, isBuiltinIdentifier, NO_DECLARED_FORMATS } from './identifier-formats.js';
 
 /**
  * The grammars of an audit event's clear-text fields. An event is told in identifiers, actions
@@ -12,6 +13,15 @@ import { secretNameKind } from '../redaction/secret-words.js';
  *   ending with a letter or digit, bounded in length. No `@` (an e-mail address is never an
  *   identifier), no white space, no `+`, `%`, quotes or control characters. UUIDs, `task:42`,
  *   `user_123`, `order-2024-0001`, `worker:host:123`, `2024-05-01T12:00:00.000Z` pass.
+ * - Formats first: a value of a built-in format (UUID of any version, ULID, KSUID, ObjectId with
+ *   a plausible embedded time) or of a format the application declares for the field
+ *   (`identifier-formats.ts`) is an identifier whatever the rest of this grammar says.
+ * - Numbers are not identifiers when written with separators (see `looksLikePersonalNumber`):
+ *   three digit groups or more (`1985-04-12`, `123-45-6789`, `4111-1111-1111-1111`), two when
+ *   the value does not start with a word (`850412-1234`, `04/1985`), a date with a month's name
+ *   (`12Apr1985`), eight digits that read as a date, a few letters with six digits or more
+ *   (`D1234567`, `12345678Z`, `AB123456C`) and the commonest human passwords. `order-2026-000123`
+ *   and `PROJ-42` pass.
  * - Structure: a token is refused even in these characters (see `hasIdentifierStructure`):
  *   long segments mixing letters and digits, ten digits in a row (card, phone and national
  *   numbers), random-looking words of 16+ characters (hex, base62, base64url) and values whose
@@ -110,9 +120,13 @@ function looksRandom(
  * cut by `/` does. Random tokens do that; `OrderCreatedHandler`, `order-2024-0001` and
  * `worker:ip-10-0-1-23.eu-west-1.compute.internal:4242` do not. A UUID word is exempt.
  */
-export function hasIdentifierStructure(s: string): boolean {
+export function hasIdentifierStructure(
+  s: string,
+  wordRandomMin: number = WORD_RANDOM_MIN,
+  valueRandomMin: number = VALUE_RANDOM_MIN,
+): boolean {
   // Short values can only fail by a run of digits: most ids end here.
-  if (s.length < WORD_RANDOM_MIN) return !DIGIT_RUN.test(s);
+  if (s.length < wordRandomMin) return !DIGIT_RUN.test(s);
   // The segment.
   let segment = 0;
   let letters = 0;
@@ -170,7 +184,7 @@ export function hasIdentifierStructure(s: string): boolean {
     }
     if (word > 0 && !isUuidAt(s, wordStart, i)) {
       if (badSegment) return false;
-      if (word >= WORD_RANDOM_MIN && looksRandom(word, wLetters, wDigits, wUppers, wHex, wCase, wMix)) return false;
+      if (word >= wordRandomMin && looksRandom(word, wLetters, wDigits, wUppers, wHex, wCase, wMix)) return false;
       vLetters += wLetters;
       vDigits += wDigits;
       vUppers += wUppers;
@@ -183,13 +197,235 @@ export function hasIdentifierStructure(s: string): boolean {
     word = wLetters = wDigits = wUppers = wHex = wCase = wMix = previous = 0;
   }
   const alnum = vLetters + vDigits;
-  return alnum < VALUE_RANDOM_MIN || !looksRandom(alnum, vLetters, vDigits, vUppers, vHex, vCase, vMix);
+  return alnum < valueRandomMin || !looksRandom(alnum, vLetters, vDigits, vUppers, vHex, vCase, vMix);
 }
 
-/** An identifier of at most `max` characters (see the module's summary). */
+/**
+ * An identifier of at most `max` characters (see the module's summary): a built-in format, or the
+ * default word-like grammar.
+ */
 export function isIdentifier(v: string, max: number): boolean {
-  return v.length <= max && !REF_FORM.test(v) && ID_CHARS.test(v) && hasIdentifierStructure(v) && !namesASecret(v);
+  if (v.length > max || REF_FORM.test(v)) return false;
+  return isBuiltinIdentifier(v) || isWordIdentifier(v);
 }
+
+/**
+ * An identifier in the event field `field`: a built-in format, a format the application declares
+ * for that field or for every field (`formats`, see `identifierFormatsOf(policy)`), or the default
+ * word-like grammar.
+ */
+export function isFieldIdentifier(
+  field: string,
+  v: string,
+  max: number,
+  formats: CompiledIdentifierFormats = NO_DECLARED_FORMATS,
+): boolean {
+  if (v.length > max || REF_FORM.test(v)) return false;
+  return isBuiltinIdentifier(v) || formats.matches(field, v) || isWordIdentifier(v);
+}
+
+/**
+ * The default grammar alone: identifier characters, an identifier's structure (random-looking
+ * words from 12 characters, where keys are judged from 16), no number written with separators,
+ * no run of 16 capitals, no secret named.
+ */
+export function isWordIdentifier(v: string): boolean {
+  return (
+    ID_CHARS.test(v) &&
+    hasIdentifierStructure(v, SHORT_WORD_RANDOM_MIN, SHORT_WORD_RANDOM_MIN) &&
+    !looksLikePersonalNumber(v) &&
+    !CAPITALS_RUN.test(v) &&
+    !hasRandomCase(v) &&
+    !namesASecret(v)
+  );
+}
+
+/**
+ * True when a word (across `-` and `_`, as base64url runs) of 12 characters or more mixes the cases
+ * as tokens do: with digits too (`DZFPe5885BOYA`), with a capital not starting a lower-case run
+ * (`dnii_izsV948`), or with a run of one or two lower-case letters between capitals
+ * (`EIQcgPXWIXOPS`), or with five consonants in a row (`qpfrejqHlzoidVl`); or mixes capitals and digits alone (`XUFJBM0ISGGB`). CamelCase words
+ * (`OrderCreatedHandler`) do none of these. One pass.
+ */
+function hasRandomCase(s: string): boolean {
+  let wordStart = 0;
+  let lowerRun = 0;
+  let afterUpper = false;
+  let suspect = false;
+  let joined = false;
+  /** The longest run of consonants, and the current one. */
+  let consonants = 0;
+  let run = 0;
+  let lowers = 0;
+  let uppers = 0;
+  let digits = 0;
+  for (let i = 0; i <= s.length; i++) {
+    const c = i < s.length ? s.charCodeAt(i) : 0;
+    const lowerC = c >= 97 && c <= 122;
+    const upperC = c >= 65 && c <= 90;
+    const digitC = c >= 48 && c <= 57;
+    if (!lowerC && !upperC && !digitC && c !== 45 && c !== 95) {
+      const mixed = lowers > 0 && uppers > 0;
+      const token =
+        (mixed && (suspect || digits > 0)) ||
+        ((mixed || digits > 0) && consonants >= CONSONANT_RUN) ||
+        (!joined && lowers === 0 && uppers > 0 && digits > 0);
+      if (token && i - wordStart >= SHORT_WORD_RANDOM_MIN) return true;
+      wordStart = i + 1;
+      lowerRun = lowers = uppers = digits = run = consonants = 0;
+      afterUpper = suspect = joined = false;
+      continue;
+    }
+    if (c === 45 || c === 95) joined = true;
+    if ((lowerC || upperC) && !VOWELS.has(c | 32)) consonants = Math.max(consonants, ++run);
+    else run = 0;
+    if (lowerC) {
+      lowerRun++;
+      lowers++;
+      afterUpper = false;
+      continue;
+    }
+    // A capital followed by anything but a lower-case letter, inside the word.
+    if (afterUpper && i < s.length) suspect = true;
+    if (upperC && lowerRun > 0 && lowerRun <= 2 && i - lowerRun - 1 >= wordStart) {
+      const before = s.charCodeAt(i - lowerRun - 1);
+      if (before >= 65 && before <= 90) suspect = true;
+    }
+    if (upperC) uppers++;
+    else if (digitC) digits++;
+    afterUpper = upperC;
+    lowerRun = 0;
+  }
+  return false;
+}
+
+/** Vowels (and y), lower case. */
+const VOWELS: ReadonlySet<number> = new Set([...'aeiouy'].map((c) => c.charCodeAt(0)));
+/** Five consonants in a row: words rarely have them (`strength` has four), random letters often. */
+const CONSONANT_RUN = 5;
+
+/** Random-looking words are refused from this length in the default grammar (tokens of 12-15 characters). */
+const SHORT_WORD_RANDOM_MIN = 12;
+/** Sixteen capitals in a row: an access key id (`AKIA…`) or a base32 token, not a word. */
+const CAPITALS_RUN = /[A-Z]{16}/;
+
+const MONTHS: ReadonlySet<string> = new Set(
+  'jan feb mar apr may jun jul aug sep sept oct nov dec january february march april june july august september october november december'.split(
+    ' ',
+  ),
+);
+
+/** The commonest human passwords (a value equal to one, ignoring case and trailing digits). */
+const COMMON_PASSWORDS: ReadonlySet<string> = new Set(
+  'password passw0rd p4ssw0rd qwerty qwertyuiop letmein iloveyou admin administrator welcome monkey dragon hunter sunshine princess football baseball master shadow trustno abc changeme secret qazwsx zaq azerty'.split(
+    ' ',
+  ),
+);
+
+const TRAILING_DIGITS = /[0-9]+$/;
+
+/** YYYYMMDD or DDMMYYYY with a year of 1900-2099 (eight digits at `i`). */
+function isCompactDate(s: string, i: number): boolean {
+  const n = (a: number, b: number) => Number(s.slice(i + a, i + b));
+  const date = (y: number, m: number, d: number) => y >= 1900 && y <= 2099 && m >= 1 && m <= 12 && d >= 1 && d <= 31;
+  return date(n(0, 4), n(4, 6), n(6, 8)) || date(n(4, 8), n(2, 4), n(0, 2));
+}
+
+/**
+ * True when `s` holds a number written as people write personal numbers: a date, a phone number,
+ * a national id, a card number in groups, a passport or licence number (see the module's summary).
+ * One pass over the characters.
+ */
+export function looksLikePersonalNumber(s: string): boolean {
+  const base = s.toLowerCase().replace(TRAILING_DIGITS, '');
+  if (COMMON_PASSWORDS.has(base)) return true;
+  let totalDigits = 0;
+  // The digit chain: digit-only segments joined by single separators.
+  let groups = 0;
+  let chainDigits = 0;
+  let chainAfterWord = false;
+  /** The longest group of the chain: four groups of one to three digits after a word are a host's address (`ip-10-0-1-23`). */
+  let chainWidest = 0;
+  let sawWord = false;
+  // The current segment (between separators).
+  let segLetters = 0;
+  let segLower = 0;
+  let segDigits = 0;
+  let segSwitches = 0;
+  let totalLetters = 0;
+  let prevClass = 0;
+  let run = 0;
+  let alphaStart = -1;
+  let month = false;
+  let separators = 0;
+  for (let i = 0; i <= s.length; i++) {
+    const c = i < s.length ? s.charCodeAt(i) : 0;
+    const digit = c >= 48 && c <= 57;
+    const letter = (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
+    if (!letter && alphaStart >= 0) {
+      if (MONTHS.has(s.slice(alphaStart, i).toLowerCase())) month = true;
+      alphaStart = -1;
+    } else if (letter && alphaStart < 0) alphaStart = i;
+    if (digit) {
+      totalDigits++;
+      if (++run === 8 && (i + 1 >= s.length || !isDigitAt(s, i + 1)) && (i < 8 || !isDigitAt(s, i - 8))) {
+        if (isCompactDate(s, i - 7)) return true;
+      }
+    } else run = 0;
+    if (digit || letter) {
+      const cls = digit ? 1 : 2;
+      if (prevClass !== 0 && prevClass !== cls) segSwitches++;
+      prevClass = cls;
+      if (digit) segDigits++;
+      else {
+        segLetters++;
+        totalLetters++;
+        if (c >= 97) segLower++;
+      }
+      continue;
+    }
+    // A segment ends.
+    if (segDigits + segLetters > 0) {
+      if (
+        segLetters > 0 &&
+        ((segDigits >= 6 && segLetters <= 2) ||
+          (segDigits >= 8 && segLetters <= 3) ||
+          (segDigits >= 5 && segSwitches >= 2) ||
+          (segDigits >= 4 && segSwitches >= 2 && segLower === 0))
+      )
+        return true;
+      if (segLetters === 0) {
+        if (groups > 0 && separators === 1) {
+          groups++;
+          chainDigits += segDigits;
+          chainWidest = Math.max(chainWidest, segDigits);
+        } else {
+          groups = 1;
+          chainDigits = chainWidest = segDigits;
+          chainAfterWord = sawWord;
+        }
+        const hostAddress = chainAfterWord && groups === 4 && chainWidest <= 3;
+        if (chainDigits >= 6 && !hostAddress && (groups >= 3 || (groups === 2 && !chainAfterWord))) return true;
+        // An IPv4 address on its own (`78.0.9.1`).
+        if (groups === 4 && !chainAfterWord) return true;
+      } else {
+        groups = 0;
+        sawWord = true;
+      }
+      separators = 0;
+    }
+    separators++;
+    segLetters = segLower = segDigits = segSwitches = prevClass = 0;
+  }
+  // A number with a check letter or two (`34227650-Z`, `160882-742V`).
+  if (totalLetters <= 2 && totalDigits >= 6) return true;
+  return month && totalDigits >= 4;
+}
+
+const isDigitAt = (s: string, i: number) => {
+  const c = s.charCodeAt(i);
+  return c >= 48 && c <= 57;
+};
 
 /**
  * The form of the library's own references (`hmac:<kid>:…`, `ref:<kid>:…`). A value of that form
@@ -228,7 +464,14 @@ export function isTypeName(v: string): boolean {
 
 /** A reason code: `UPPER_SNAKE` (`IDEMPOTENCY_CONFLICT`) or dotted lower-case words (`policy.ok`). */
 export function isCode(v: string): boolean {
-  return v.length <= 100 && (UPPER_CODE.test(v) || ACTION.test(v)) && hasIdentifierStructure(v);
+  return (
+    v.length <= 100 &&
+    (UPPER_CODE.test(v) || ACTION.test(v)) &&
+    hasIdentifierStructure(v, SHORT_WORD_RANDOM_MIN) &&
+    !CAPITALS_RUN.test(v) &&
+    !hasRandomCase(v) &&
+    !looksLikePersonalNumber(v)
+  );
 }
 
 /** A state ref: the ledger's `ledger:<status>@<epoch>`, or an identifier. */
@@ -249,7 +492,9 @@ export function isEventId(v: string): boolean {
  */
 export function isLibraryKey(v: string, bounded: boolean): boolean {
   if (v.length > 255) return false;
-  if (CANONICAL_KEY.test(v)) return hasIdentifierStructure(v);
+  // A namespace names an application's operations: one that reads as a date or a personal
+  // number (`1996-12-09T00:25:00Z` has the key's three parts) is no key.
+  if (CANONICAL_KEY.test(v)) return hasIdentifierStructure(v) && !looksLikePersonalNumber(v.slice(0, v.indexOf(':')));
   if (!bounded) return false;
   // The prefix may end inside an escape (`%2`), which the hash form cuts as it is.
   const m = BOUNDED_KEY.exec(v);

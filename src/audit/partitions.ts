@@ -171,6 +171,18 @@ export async function maintainAuditPartitions(
     const cutoff = new Date(now.getTime() - options.retentionMs);
     for (const p of await listAuditPartitions(db, s)) {
       if (p.to > cutoff) continue;
+      // The chains of the partition's days end here: their heads become anchors, from which
+      // `verifyAuditChains` (and a day written again) starts.
+      await db.query(
+        `with gone as (
+           delete from ${s}.audit_chains where day >= $1::date and day < $2::date returning day, slot, seq, digest
+         )
+         insert into ${s}.audit_chain_anchors (day, slot, seq, digest, partition)
+         select day, slot, seq, digest, $3 from gone
+         on conflict (day, slot) do update
+           set seq = excluded.seq, digest = excluded.digest, partition = excluded.partition, dropped_at = now()`,
+        [p.from.toISOString().slice(0, 10), p.to.toISOString().slice(0, 10), p.name],
+      );
       await db.query(`drop table if exists ${s}.${p.name}`);
       dropped.push(p.name);
     }

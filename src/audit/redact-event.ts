@@ -6,11 +6,12 @@ import { redact } from '../redaction/redact.js';
 import { redactDetails } from '../redaction/redact-details.js';
 import type { AuditEvent } from './audit-event.js';
 import { boundFields } from './bound-fields.js';
+import { type CompiledIdentifierFormats, identifierFormatsOf, NO_DECLARED_FORMATS } from './identifier-formats.js';
 import {
   isActionName,
   isCode,
   isEventId,
-  isIdentifier,
+  isFieldIdentifier,
   isJobId,
   isLibraryKey,
   isStateRef,
@@ -21,7 +22,7 @@ import {
 export type AuditRedactor = (event: AuditEvent) => AuditEvent;
 
 /** The clear-text fields of an event, each with its grammar (see identifier-grammar). */
-type TextField =
+export type TextField =
   | 'actorId'
   | 'action'
   | 'resourceType'
@@ -39,28 +40,57 @@ type TextField =
 /** Fields an event can carry: the grammar only reads them (an invalid event may lack some). */
 type EventFields = Partial<Record<keyof AuditEvent, unknown>>;
 
+export type Grammar = (v: string, e: EventFields) => boolean;
+
 /**
- * The grammar of each field. `resourceId` takes the bounded key form only in the library's own
+ * The grammar of each field, with the application's declared identifier formats (see
+ * `identifier-formats.ts`). `resourceId` takes the bounded key form only in the library's own
  * events about a key; a job id `idem_…` must be the hash of the event's own key.
  */
-const GRAMMARS: readonly [TextField, (v: string, e: EventFields) => boolean][] = [
-  ['actorId', (v) => isIdentifier(v, 200)],
-  ['action', isActionName],
-  ['resourceType', isTypeName],
-  [
-    'resourceId',
-    (v, e) => isIdentifier(v, 255) || isLibraryKey(v, e.actorType === 'system' && e.resourceType === 'idempotency_key'),
-  ],
-  ['reasonCode', isCode],
-  ['taskId', (v) => isIdentifier(v, 200)],
-  ['stepId', (v) => isIdentifier(v, 200)],
-  ['operationId', (v) => isIdentifier(v, 255) || isLibraryKey(v, true)],
-  ['operation', (v) => isIdentifier(v, 200)],
-  ['jobId', (v, e) => isJobId(v, typeof e.operationId === 'string' ? e.operationId : undefined)],
-  ['queue', (v) => isIdentifier(v, 200)],
-  ['beforeStateRef', isStateRef],
-  ['afterStateRef', isStateRef],
-];
+function grammarsOf(formats: CompiledIdentifierFormats): readonly [TextField, Grammar][] {
+  const id =
+    (field: TextField, max: number): Grammar =>
+    (v) =>
+      isFieldIdentifier(field, v, max, formats);
+  return [
+    ['actorId', id('actorId', 200)],
+    ['action', isActionName],
+    ['resourceType', isTypeName],
+    [
+      'resourceId',
+      (v, e) =>
+        isFieldIdentifier('resourceId', v, 255, formats) ||
+        isLibraryKey(v, e.actorType === 'system' && e.resourceType === 'idempotency_key'),
+    ],
+    ['reasonCode', (v) => isCode(v) || (formats.declared && formats.matches('reasonCode', v))],
+    ['taskId', id('taskId', 200)],
+    ['stepId', id('stepId', 200)],
+    ['operationId', (v) => isFieldIdentifier('operationId', v, 255, formats) || isLibraryKey(v, true)],
+    ['operation', id('operation', 200)],
+    [
+      'jobId',
+      (v, e) =>
+        isJobId(v, typeof e.operationId === 'string' ? e.operationId : undefined) ||
+        (formats.declared && v.length <= 255 && formats.matches('jobId', v)),
+    ],
+    ['queue', id('queue', 200)],
+    ['beforeStateRef', (v) => isStateRef(v) || (formats.declared && formats.matches('beforeStateRef', v))],
+    ['afterStateRef', (v) => isStateRef(v) || (formats.declared && formats.matches('afterStateRef', v))],
+  ];
+}
+
+const GRAMMARS = grammarsOf(NO_DECLARED_FORMATS);
+
+/** The grammars of a policy: the shared ones when it declares no identifier format. */
+function grammarsFor(policy: RedactionPolicy): readonly [TextField, Grammar][] {
+  const formats = identifierFormatsOf(policy);
+  return formats.declared ? grammarsOf(formats) : GRAMMARS;
+}
+
+/** The grammars `applyFieldGrammars` takes, for a policy's declared identifier formats. */
+export function fieldGrammarsOf(policy: RedactionPolicy): readonly [TextField, Grammar][] {
+  return grammarsFor(policy);
+}
 
 /** The fields {@link applyFieldGrammars} checks. */
 export const GRAMMAR_FIELDS: ReadonlySet<string> = new Set(['eventId', ...GRAMMARS.map(([f]) => f)]);
@@ -83,9 +113,10 @@ export function applyFieldGrammars(
   target: EventFields,
   keyring: HmacKeyring,
   receiptOf: () => ReceiptBuilder,
+  grammars: readonly [TextField, Grammar][] = GRAMMARS,
 ): ReceiptBuilder | undefined {
   let receipt: ReceiptBuilder | undefined;
-  for (const [field, grammar] of GRAMMARS) {
+  for (const [field, grammar] of grammars) {
     const v = source[field];
     if (typeof v !== 'string') continue;
     const known = keyring.recognise(v, 'hmac');
@@ -119,12 +150,13 @@ function structureFields(
   event: AuditEvent,
   keyring: HmacKeyring,
   receiptOf: () => ReceiptBuilder,
+  grammars: readonly [TextField, Grammar][],
 ): { bounded: AuditEvent; out: AuditEvent; receipt: RedactionReceipt | undefined } {
   let receipt: ReceiptBuilder | undefined;
   const builder = () => (receipt ??= receiptOf());
   const bounded = boundFields(event, builder);
   const out: AuditEvent = { ...bounded };
-  applyFieldGrammars(bounded, out, keyring, builder);
+  applyFieldGrammars(bounded, out, keyring, builder, grammars);
   return { bounded, out, receipt: (receipt as ReceiptBuilder | undefined)?.build() };
 }
 
@@ -143,8 +175,9 @@ function addsNothing(base: RedactionReceipt, extra: RedactionReceipt): boolean {
 export function fieldGrammarRedactor(policy: RedactionPolicy): AuditRedactor {
   const engine = engineOf(policy);
   const receiptOf = () => new ReceiptBuilder(engine.version, '$', engine.limits.maxReceiptPaths);
+  const grammars = grammarsFor(policy);
   return (event: AuditEvent): AuditEvent => {
-    const { bounded, out, receipt: built } = structureFields(event, engine.keyring, receiptOf);
+    const { bounded, out, receipt: built } = structureFields(event, engine.keyring, receiptOf, grammars);
     if (!built) return event;
     let changed = bounded !== event;
     for (const f of GRAMMAR_FIELDS) {
@@ -174,8 +207,9 @@ export function fieldGrammarRedactor(policy: RedactionPolicy): AuditRedactor {
 export function auditRedactor(policy: RedactionPolicy): AuditRedactor {
   const engine = engineOf(policy);
   const receiptOf = () => new ReceiptBuilder(engine.version, '$', engine.limits.maxReceiptPaths);
+  const grammars = grammarsFor(policy);
   return (event: AuditEvent): AuditEvent => {
-    const { out, receipt: fields } = structureFields(event, engine.keyring, receiptOf);
+    const { out, receipt: fields } = structureFields(event, engine.keyring, receiptOf, grammars);
     let receipt: RedactionReceipt | undefined;
     if (event.details) {
       // The allow-list is looked up by the action as it is told: an action that is not an

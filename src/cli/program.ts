@@ -370,6 +370,14 @@ Examples:
   registerOperatorCommands(program, (text) => write('out')(`${text}\n`));
 
   program
+    .command('verify')
+    .description('check the audit hash chains: the first event changed, removed or inserted out of order (exit 1)')
+    .option('--heads', 'print the head of every chain as JSON, to anchor elsewhere')
+    .option('--anchors <file>', 'heads printed earlier by --heads: each must still be in its chain')
+    .addOption(jsonOption())
+    .action(lazy(async () => (await import('./commands/verify.js')).verifyCommand));
+
+  program
     .command('stats')
     .description('rows per status, oldest lease, unknown outcomes, audit lag, outbox and dead letters')
     .addOption(jsonOption())

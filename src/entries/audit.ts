@@ -14,6 +14,12 @@ export {
   DEFAULT_MAX_EVENT_BYTES,
 } from '../audit/emitter.js';
 export {
+  BUILTIN_IDENTIFIER_FORMATS,
+  type BuiltinIdentifierFormat,
+  type IdentifierFormat,
+  type IdentifierFormats,
+} from '../audit/identifier-formats.js';
+export {
   type AuditPartitionOptions,
   type AuditPartitionResult,
   auditHorizon,
@@ -29,6 +35,14 @@ export {
   timeline,
 } from '../audit/timeline.js';
 export type { TimelineConfirmation } from '../audit/timeline-confirmations.js';
+export {
+  type ChainHead,
+  type ChainProblem,
+  exportChainHeads,
+  type VerifyOptions,
+  type VerifyResult,
+  verifyAuditChains,
+} from '../audit/verify-chain.js';
 export { auditWorkerFailures } from '../audit/worker-failures.js';
 export {
   type BackfillOptions,

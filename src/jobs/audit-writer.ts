@@ -1,6 +1,6 @@
 import { type ConnectionOptions, DelayedError, type Job, type Processor, Worker, type WorkerOptions } from 'bullmq';
 import type pg from 'pg';
-import { AuditStore } from '../audit/audit-store.js';
+import { AuditStore, DEFAULT_CHAIN_SLOTS } from '../audit/audit-store.js';
 import {
   AUDIT_JOB_NAME,
   type DecodedAuditBatch,
@@ -8,6 +8,7 @@ import {
   UndecodableAuditBatchError,
 } from '../audit/batch-codec.js';
 import { isTransientError } from '../audit/transient-error.js';
+import { exportChainHeads } from '../audit/verify-chain.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
@@ -52,6 +53,16 @@ export type AuditWriterOptions = {
   transientBackoff?: TransientBackoffOptions;
   /** Run the batch insert as a named prepared statement (see `AuditStoreOptions`). @defaultValue true */
   preparedStatements?: boolean;
+  /**
+   * Hash chains per day (see `AuditStoreOptions.chainSlots`).
+   * @defaultValue the writer's concurrency, at least 4
+   */
+  chainSlots?: number;
+  /**
+   * Logs the head of every audit chain (`exportChainHeads`) at this interval, in ms, at level
+   * info (`audit chain heads`), so that log storage anchors the trail elsewhere. Off when unset.
+   */
+  chainHeadsLogMs?: number;
   logger?: Logger;
 };
 
@@ -72,6 +83,7 @@ export type AuditWriterOptions = {
  */
 export function createAuditWriter(options: AuditWriterOptions): Worker {
   const store = new AuditStore(options.pool, options.schema, options.redactionPolicy, {
+    chainSlots: options.chainSlots ?? Math.max(DEFAULT_CHAIN_SLOTS, options.concurrency ?? 4),
     ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements }),
     ...(options.logger ? { logger: options.logger } : {}),
   });
@@ -119,6 +131,17 @@ export function createAuditWriter(options: AuditWriterOptions): Worker {
     return result;
   }
   worker.on('error', (err) => options.logger?.error({ err: errorLabel(err) }, 'audit writer error'));
+  if (options.chainHeadsLogMs !== undefined && options.logger) {
+    const logger = options.logger;
+    const schema = options.schema ?? 'public';
+    worker.headsTimer = setInterval(() => {
+      exportChainHeads(options.pool, schema).then(
+        (heads) => logger.info({ heads }, 'audit chain heads'),
+        (err) => logger.warn({ err: errorLabel(err) }, 'audit chain heads not read'),
+      );
+    }, options.chainHeadsLogMs);
+    worker.headsTimer.unref();
+  }
   return worker;
 }
 
@@ -133,7 +156,11 @@ class AuditWriterWorker extends Worker {
     super(name, processor, opts);
   }
 
+  /** Logs the chains' heads (`chainHeadsLogMs`). */
+  headsTimer: NodeJS.Timeout | undefined;
+
   override async close(force = false): Promise<void> {
+    clearInterval(this.headsTimer);
     await super.close(force);
     await this.store.close();
   }

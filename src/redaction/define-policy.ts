@@ -1,4 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import {
+  attachIdentifierFormats,
+  compileIdentifierFormats,
+  type IdentifierFormats,
+} from '../audit/identifier-formats.js';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import { DEFAULT_ALLOWED_FIELDS, DEFAULT_FIELD_RULES } from './default-fields.js';
 import { FIELD_CLASSES, type FieldClass, type FieldVerdict } from './field-class.js';
@@ -28,6 +33,8 @@ export type RedactionPolicy = {
   readonly allow: readonly string[];
   /** Allow-listed detail keys per action. */
   readonly details: Readonly<Record<string, readonly string[]>>;
+  /** Event fields with identifier formats declared (see `identifiers` of the policy's input). */
+  readonly identifierFields: readonly string[];
   /** Enabled scanners, in the order they run: the policy's own first, then the built-in ones. */
   readonly scanners: readonly string[];
   readonly limits: Readonly<RedactionLimits>;
@@ -84,9 +91,11 @@ export function defineRedactionPolicy(input: RedactionPolicyInput): RedactionPol
     fields: Object.freeze(fields),
     allow: Object.freeze(rules.filter((r) => r.verdict === 'allow').map((r) => r.pattern)),
     details: Object.freeze(Object.fromEntries(Object.entries(p.details).map(([a, k]) => [a, Object.freeze([...k])]))),
+    identifierFields: Object.freeze(Object.keys(p.identifiers)),
     scanners: Object.freeze(scanners.map((s) => s.id)),
     limits: Object.freeze({ ...p.limits }),
   });
+  attachIdentifierFormats(policy, compileIdentifierFormats(p.identifiers as IdentifierFormats));
   attachEngine(policy, {
     version: p.version,
     matcher: new NameMatcher(rules),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { BUILTIN_IDENTIFIER_FORMATS, type IdentifierFormat } from '../audit/identifier-formats.js';
 import { fieldPatternProblem } from './field-pattern.js';
 import { SCANNER_IDS } from './scanners/scanner.js';
 
@@ -52,6 +53,43 @@ const customScanners = z
     });
   });
 
+/** Event fields an identifier format may be declared for (`'*'`: every identifier field). */
+export const IDENTIFIER_FORMAT_FIELDS = [
+  '*',
+  'actorId',
+  'resourceId',
+  'taskId',
+  'stepId',
+  'operationId',
+  'operation',
+  'jobId',
+  'queue',
+  'reasonCode',
+  'beforeStateRef',
+  'afterStateRef',
+] as const;
+
+const identifierFormat = z.union([
+  z.enum(BUILTIN_IDENTIFIER_FORMATS),
+  z.instanceof(RegExp),
+  z.strictObject({
+    prefix: z
+      .string()
+      .regex(
+        /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,31}$/,
+        'a prefix is 1-32 characters of A-Z a-z 0-9 _ . : -, starting with a letter or digit',
+      ),
+    body: z.instanceof(RegExp).optional(),
+  }),
+  z.custom<(value: string) => boolean>((v) => typeof v === 'function', {
+    message: 'a format is a built-in name, a RegExp, { prefix } or a function',
+  }),
+]) as z.ZodType<IdentifierFormat, IdentifierFormat>;
+
+const identifierFormats = z
+  .partialRecord(z.enum(IDENTIFIER_FORMAT_FIELDS), z.array(identifierFormat).max(64))
+  .default({});
+
 const detailKey = z
   .string()
   .min(1)
@@ -100,6 +138,17 @@ export const redactionPolicySchema = z.strictObject({
   allow: patterns.default([]),
   /** Allow-listed `details` keys per action; `'*'` applies to every action. Unlisted keys are omitted. */
   details: z.record(z.string().min(1).max(200), z.array(detailKey).max(1000)).default({}),
+  /**
+   * Identifier formats the application declares, per event field or `'*'` for every identifier
+   * field: a value that matches one stays in clear (UUIDs, ULIDs, KSUIDs and ObjectIds do without
+   * being declared); anything else that the default grammar refuses becomes a keyed ref. A
+   * format is a built-in name (`'ulid'`, `'trace-id'`…), a RegExp the whole value must match
+   * (keep it linear), `{ prefix, body? }` (the prefix, then 1-64 letters and digits or `body`),
+   * or a predicate.
+   * @defaultValue {}
+   * @example identifiers: { taskId: ['ulid', /^task-[a-z]+-[0-9a-f]{4,12}$/], '*': [{ prefix: 'cus_' }] }
+   */
+  identifiers: identifierFormats,
   /** Scanners to switch off (for example `phone` where long numbers with separators are common). */
   disabledScanners: z.array(z.enum(SCANNER_IDS)).default([]),
   /**
