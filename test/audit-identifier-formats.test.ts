@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { AuditEvent } from '../src/audit/audit-event.js';
-import { isKsuid, isObjectId, isUlid } from '../src/audit/identifier-formats.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
+import { isKsuid, isObjectId, isUlid } from '../src/redaction/identifier-formats.js';
 import { BUILTIN_FRESH, ksuid, objectId, PERSONAL_FORMATS, ulid } from './fixtures/personal-corpus.js';
 import { sampleAuditEvent } from './helpers/audit-sample.js';
 

@@ -1,6 +1,10 @@
 import { sha256 } from '../fingerprint/sha256.js';
+import {
+  type CompiledIdentifierFormats,
+  isBuiltinIdentifier,
+  NO_DECLARED_FORMATS,
+} from '../redaction/identifier-formats.js';
 import { secretNameKind } from '../redaction/secret-words.js';
-import { type CompiledIdentifierFormats, isBuiltinIdentifier, NO_DECLARED_FORMATS } from './identifier-formats.js';
 
 /**
  * The grammars of an audit event's clear-text fields. An event is told in identifiers, actions

@@ -1,12 +1,16 @@
 import type { RedactionPolicy } from '../redaction/define-policy.js';
 import type { HmacKeyring } from '../redaction/hmac-keyring.js';
+import {
+  type CompiledIdentifierFormats,
+  identifierFormatsOf,
+  NO_DECLARED_FORMATS,
+} from '../redaction/identifier-formats.js';
 import { engineOf } from '../redaction/policy-engine.js';
 import { mergeReceipts, ReceiptBuilder, type RedactionReceipt } from '../redaction/receipt.js';
 import { redact } from '../redaction/redact.js';
 import { redactDetails } from '../redaction/redact-details.js';
 import type { AuditEvent } from './audit-event.js';
 import { boundFields } from './bound-fields.js';
-import { type CompiledIdentifierFormats, identifierFormatsOf, NO_DECLARED_FORMATS } from './identifier-formats.js';
 import {
   isActionName,
   isCode,

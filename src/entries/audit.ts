@@ -14,12 +14,6 @@ export {
   DEFAULT_MAX_EVENT_BYTES,
 } from '../audit/emitter.js';
 export {
-  BUILTIN_IDENTIFIER_FORMATS,
-  type BuiltinIdentifierFormat,
-  type IdentifierFormat,
-  type IdentifierFormats,
-} from '../audit/identifier-formats.js';
-export {
   type AuditPartitionOptions,
   type AuditPartitionResult,
   auditHorizon,
@@ -53,3 +47,9 @@ export {
   runBackfill,
 } from '../jobs/audit-backfill.js';
 export { type AuditWriterOptions, createAuditWriter, DEFAULT_AUDIT_QUEUE } from '../jobs/audit-writer.js';
+export {
+  BUILTIN_IDENTIFIER_FORMATS,
+  type BuiltinIdentifierFormat,
+  type IdentifierFormat,
+  type IdentifierFormats,
+} from '../redaction/identifier-formats.js';

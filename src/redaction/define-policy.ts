@@ -1,14 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import {
-  attachIdentifierFormats,
-  compileIdentifierFormats,
-  type IdentifierFormats,
-} from '../audit/identifier-formats.js';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import { DEFAULT_ALLOWED_FIELDS, DEFAULT_FIELD_RULES } from './default-fields.js';
 import { FIELD_CLASSES, type FieldClass, type FieldVerdict } from './field-class.js';
 import { parseFieldPattern, patternKey } from './field-pattern.js';
 import { HmacKeyring } from './hmac-keyring.js';
+import { attachIdentifierFormats, compileIdentifierFormats, type IdentifierFormats } from './identifier-formats.js';
 import { type FieldRule, NameMatcher } from './name-matcher.js';
 import { normalizeName } from './normalize-name.js';
 import { attachEngine, type RedactionLimits } from './policy-engine.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { BUILTIN_IDENTIFIER_FORMATS, type IdentifierFormat } from '../audit/identifier-formats.js';
 import { fieldPatternProblem } from './field-pattern.js';
+import { BUILTIN_IDENTIFIER_FORMATS, type IdentifierFormat } from './identifier-formats.js';
 import { SCANNER_IDS } from './scanners/scanner.js';
 
 /** Key under which {@link redactDetails} summarises omitted keys; never allow-listable. */
