@@ -207,6 +207,8 @@ export class Idempotency {
           actor: a.actor,
           ...(a.comment === undefined ? {} : { comment: a.comment }),
           auditStore: this.store,
+          // answered_by holds the actor as the trail tells it: the same ref the store's event holds
+          policy: this.auditPolicy,
           via: 'library',
           queue: (name) => this.queues.get(name),
         }),
