@@ -1,3 +1,4 @@
+import { isHexLetter, looksRandom } from '../errors/random-word.js';
 import { sha256 } from '../fingerprint/sha256.js';
 import {
   type CompiledIdentifierFormats,
@@ -79,38 +80,10 @@ function classOf(c: number): number {
   return c === 45 || c === 95 ? JOINER : SEPARATOR;
 }
 
-/** a-f / A-F. */
-const isHexLetter = (c: number) => (c >= 97 && c <= 102) || (c >= 65 && c <= 70);
-
 function isUuidAt(s: string, start: number, end: number): boolean {
   if (end - start !== 36) return false;
   UUID_AT.lastIndex = start;
   return UUID_AT.test(s);
-}
-
-/**
- * Whether letters and digits look drawn at random: hex with letters and digits; upper and lower
- * case in like numbers (not one capital per word as in CamelCase); a change of class (lower,
- * upper, digit) at least once every three characters, between letters and digits once every
- * four, or once every four when all three classes occur (base62, base64).
- */
-function looksRandom(
-  length: number,
-  letters: number,
-  digits: number,
-  uppers: number,
-  hexLetters: number,
-  caseSwitches: number,
-  mixSwitches: number,
-): boolean {
-  const switches = caseSwitches + mixSwitches;
-  return (
-    (digits > 0 && letters > 0 && hexLetters === letters) ||
-    (uppers * 5 >= letters && (letters - uppers) * 5 >= letters && letters > 0) ||
-    switches * 3 >= length ||
-    mixSwitches * 4 >= length ||
-    (digits > 0 && uppers > 0 && uppers < letters && switches * 4 >= length)
-  );
 }
 
 /**

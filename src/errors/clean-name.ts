@@ -1,3 +1,5 @@
+import { wordLooksRandom } from './random-word.js';
+
 /** A code or class name: letters, digits and `_ . : -`, starting with a letter; 1–64 characters. */
 const NAME_GRAMMAR = /^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/;
 const SEGMENT = /[_.:-]/;
@@ -5,14 +7,22 @@ const SEGMENT = /[_.:-]/;
 const MAX_DIGITS = 8;
 /** A Postgres SQLSTATE (`57P01`, `23505`): five digits or capitals, often starting with a digit. */
 const SQLSTATE = /^[0-9A-Z]{5}$/;
+/** From this length a part is checked for randomness (`AiZDWmzLpWAdqLMQAbuu` has no digit to give it away). */
+const RANDOM_CHECK_MIN = 16;
+/** Letters of one case in a run this long, with no word break, are a token (`AKIAQWERTYZXCVBNMASD`). */
+const SINGLE_CASE_MAX = 16;
 
 /**
  * True when `value` may stay in clear as an error code, a class name or a field name in an
- * error: it matches the grammar and no part of it looks like a token (a run over 12 characters
- * that mixes letters and digits, or any run over 32). `ECONNREFUSED`, `ERR_HTTP_HEADERS_SENT`,
- * `P2002`, `card-declined`, `amount` pass; `sk_live_4eC39HqLyjWDarjtT1zdp7dc` does not. A
- * grammar, not a list of secret formats: what it does not accept is never shown. More than eight
- * digits in all make it data too, however it is cut (`HRKU-34e49671-f9f7-…`, `tel-07911-123456`).
+ * error: it matches the grammar and no part of it looks like a token: a run over 12 characters
+ * that mixes letters and digits; one of 16 or more whose letters look drawn at random (case
+ * changing as often as in random text, not once per word as in CamelCase: the audit trail's
+ * test, so `AWSServiceException` is refused too); over 16 letters of one case; any run over 32.
+ * `ECONNREFUSED`, `ERR_HTTP_HEADERS_SENT`, `P2002`, `card-declined`, `amount`,
+ * `maxRetriesPerRequest`, `StripeCardError` pass; `sk_live_4eC39HqLyjWDarjtT1zdp7dc` and `sk_live_` with 24 random
+ * letters and no digit (`ydwVfjyHwBagfBYpsbwgwhOS`) do not. A grammar, not a list of secret
+ * formats: what it does not accept is never shown. More than eight digits in all make it data
+ * too, however it is cut (`HRKU-34e49671-f9f7-…`, `tel-07911-123456`).
  */
 export function isCleanName(value: string): boolean {
   if (!NAME_GRAMMAR.test(value)) return false;
@@ -21,6 +31,8 @@ export function isCleanName(value: string): boolean {
   for (const part of value.split(SEGMENT)) {
     if (part.length > 32) return false;
     if (part.length > 12 && /[0-9]/.test(part) && /[A-Za-z]/.test(part)) return false;
+    if (part.length >= RANDOM_CHECK_MIN && wordLooksRandom(part)) return false;
+    if (part.length > SINGLE_CASE_MAX && (part === part.toUpperCase() || part === part.toLowerCase())) return false;
   }
   return true;
 }

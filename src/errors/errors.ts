@@ -135,7 +135,7 @@ export class InvalidInputError extends IdempotencyError<typeof ERROR_CODES.inval
   /** Paths and issue codes, never zod's text: a message can name an unexpected key or quote a value. */
   override get publicMessage(): string {
     const issues = this.details.issues.map(
-      (i) => `${cleanPath(i.path)} (${i.code && isCleanName(i.code) ? i.code : 'invalid'})`,
+      (i) => `${cleanPath(i.publicPath || i.path)} (${i.code && isCleanName(i.code) ? i.code : 'invalid'})`,
     );
     return `Invalid ${this.details.what}: ${issues.join('; ')}`;
   }

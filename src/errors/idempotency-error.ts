@@ -89,8 +89,12 @@ export const ERROR_CODES = {
 
 export type IdempotencyErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 
-/** One validation issue: where, zod's issue code, and zod's message (which may quote data). */
-export type ValidationIssue = { path: string; message: string; code?: string };
+/**
+ * One validation issue: where, zod's issue code, and zod's message (which may quote data).
+ * `publicPath`, when not empty, is the path as a public message may show it: the keys the schema
+ * declares, and `…` for every key the value brought (see `zodIssues`).
+ */
+export type ValidationIssue = { path: string; message: string; code?: string; publicPath?: string };
 
 /** Why an audit batch could not be read as events; a stable code per cause. */
 export type UndecodableCause = 'not_a_batch' | 'not_inflatable' | 'not_json' | 'not_an_array';

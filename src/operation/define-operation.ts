@@ -188,7 +188,7 @@ export function operationCore<S extends z.ZodType, R = unknown, const P extends 
     definition: def,
     parseInput(raw) {
       const parsed = def.input.safeParse(raw);
-      if (!parsed.success) throw new InvalidInputError(`input of ${def.name}`, zodIssues(parsed.error));
+      if (!parsed.success) throw new InvalidInputError(`input of ${def.name}`, zodIssues(parsed.error, def.input));
       return parsed.data;
     },
     keyFor(input, resourceKey) {
@@ -203,7 +203,7 @@ export function operationCore<S extends z.ZodType, R = unknown, const P extends 
     parseResult(value) {
       if (!def.result) return value as R;
       const parsed = def.result.safeParse(value);
-      if (!parsed.success) throw new InvalidInputError(`result of ${def.name}`, zodIssues(parsed.error));
+      if (!parsed.success) throw new InvalidInputError(`result of ${def.name}`, zodIssues(parsed.error, def.result));
       // The processor's own value is recorded, exactly: the schema checks it, never rewrites it.
       return value as R;
     },

@@ -85,6 +85,6 @@ function schedulerOccurrence(job: Job): string | undefined {
 /** Job data that is not a plain well-formed envelope, through the schema: its own or an error naming every issue. */
 function parseEnvelope(op: Operation, data: unknown): JobEnvelope {
   const parsed = envelopeSchema.safeParse(data);
-  if (!parsed.success) throw new InvalidInputError(`job data of ${op.name}`, zodIssues(parsed.error));
+  if (!parsed.success) throw new InvalidInputError(`job data of ${op.name}`, zodIssues(parsed.error, envelopeSchema));
   return parsed.data as JobEnvelope;
 }
