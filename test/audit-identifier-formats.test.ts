@@ -150,6 +150,7 @@ describe('secret and personal values pass no identifier field', () => {
     // pass (measured over 81,000). Every other format: none.
     const shortTokens = passed.filter((p) => /^(base62|base64url) token, 1[2-6] chars as /.test(p));
     expect(passed.filter((p) => !shortTokens.includes(p))).toEqual([]);
-    expect(shortTokens.length).toBeLessThanOrEqual(1);
+    // One such draw passes in every field it is put in: count draws, not fields.
+    expect(new Set(shortTokens.map((p) => p.slice(p.indexOf(': ') + 2))).size).toBeLessThanOrEqual(1);
   });
 });
