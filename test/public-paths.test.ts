@@ -8,7 +8,7 @@ import { randomInt } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { isCleanName } from '../src/errors/clean-name.js';
-import { InvalidInputError } from '../src/errors/errors.js';
+import { InvalidInputError, NotMigratedError } from '../src/errors/errors.js';
 import { testOperation } from './fixtures/operations.js';
 
 const pick = (alphabet: string, n: number) =>
@@ -116,5 +116,15 @@ describe('names an error may show', () => {
     expect(share(() => pick(LETTERS, 20))).toBeLessThan(0.03);
     expect(share(() => `AKIA${pick('ABCDEFGHIJKLMNOPQRSTUVWXYZ', 16)}`)).toBe(0);
     expect(share(() => `key-${pick('abcdefghijklmnopqrstuvwxyz', 24)}`)).toBe(0);
+  });
+});
+
+describe('a schema not migrated, met in a program', () => {
+  it('names the command that migrates that schema, as the CLI does', () => {
+    const err = new NotMigratedError('billing', ['idempotency_ledger']);
+    expect(err.message).toBe(
+      'schema billing is not migrated (missing idempotency_ledger): run `BQI_SCHEMA=billing npx bullmq-idempotency migrate` first',
+    );
+    expect(err.code).toBe('IDEMPOTENCY_NOT_MIGRATED');
   });
 });

@@ -4,6 +4,8 @@
  * `CODE: message` on stderr. Free of heavy imports: the CLI reports usage errors with it before
  * pg, BullMQ or zod are loaded.
  */
+
+import { migrateCommand } from '../errors/errors.js';
 import {
   ERROR_CODES,
   type IdempotencyError,
@@ -50,10 +52,7 @@ const NETWORK_CODES = new Set([
 /** The library's relations are named `idempotency_…` and `audit_…`. */
 const LIBRARY_RELATION = /^(?:idempotency|audit)_/;
 
-/** The command that makes the library's tables in `schema`. */
-export function migrateCommand(schema: string): string {
-  return `BQI_SCHEMA=${schema} npx bullmq-idempotency migrate`;
-}
+export { migrateCommand };
 
 function notMigrated(schema: string, missing: string[]): Failure {
   return {

@@ -187,12 +187,17 @@ function sealMessage(code: SealErrorCode, d: Record<string, unknown>): string {
   }
 }
 
+/** The command that makes the library's tables in `schema`. */
+export function migrateCommand(schema: string): string {
+  return `BQI_SCHEMA=${schema} npx bullmq-idempotency migrate`;
+}
+
 /** The schema has not been migrated: the library's tables are missing (run `migrate`). */
 export class NotMigratedError extends IdempotencyError<typeof ERROR_CODES.notMigrated> {
   constructor(schema: string, missing: string[]) {
     super(
       ERROR_CODES.notMigrated,
-      `schema ${schema} is not migrated (missing ${missing.join(', ')}): run \`bullmq-idempotency migrate\` first`,
+      `schema ${schema} is not migrated (missing ${missing.join(', ')}): run \`${migrateCommand(schema)}\` first`,
       { schema, missing },
     );
   }
