@@ -57,17 +57,8 @@ export {
   type RelayOptions,
   relayIntents,
 } from '../ops/intent-relay.js';
-export {
-  createRelayWorker,
-  DEFAULT_RELAY_EVERY_MS,
-  DEFAULT_RELAY_QUEUE,
-  RELAY_SCHEDULER_ID,
-  relaySchedule,
-  relayScheduled,
-} from '../ops/intent-relay-worker.js';
 export { jobIdFor } from '../producer/enqueue.js';
 export { type RerunOptions, type RerunOutcome, rerun } from '../producer/rerun.js';
 export { openRecordedError, type SealedErrorText } from '../sealing/sealed-error.js';
 export { isSealedResult, SEALED_FIELD } from '../sealing/sealed-result.js';
-export { KeptSchedule, type KeptScheduleSpec, type KeptScheduleState } from '../shared/kept-schedule.js';
 export type * from '../types.js';

@@ -35,10 +35,19 @@ export {
   readBody,
 } from '../ops/http-server.js';
 export {
+  createRelayWorker,
+  DEFAULT_RELAY_EVERY_MS,
+  DEFAULT_RELAY_QUEUE,
+  RELAY_SCHEDULER_ID,
+  relaySchedule,
+  relayScheduled,
+} from '../ops/intent-relay-worker.js';
+export {
   type OperationsProcess,
   type OperationsProcessOptions,
   startOperationsProcess,
 } from '../ops/operations-process.js';
+export { KeptSchedule, type KeptScheduleSpec, type KeptScheduleState } from '../shared/kept-schedule.js';
 export {
   newOperatorToken,
   type Operator,
