@@ -25,6 +25,8 @@ const cfg = JSON.parse(process.argv[2] as string) as {
   queue: string;
   downstreamUrl: string;
 };
+// Never outlive the demo: its end (a signal, a crash) closes this pipe, even while starting up.
+process.stdin.on('end', () => process.exit(0)).resume();
 const connection = { url: cfg.redisUrl, maxRetriesPerRequest: null };
 const keyring = demoKeyring();
 const ledger = new PostgresLedger({ connectionString: cfg.databaseUrl, schema: cfg.schema, poolSize: 2 });
@@ -47,4 +49,3 @@ const worker = new Worker(
 worker.on('error', () => {});
 await worker.waitUntilReady();
 process.stdout.write('ready\n');
-process.stdin.on('end', () => process.exit(0)).resume(); // never outlive the demo

@@ -7,7 +7,9 @@
  * Exits non-zero if commits ever exceed intents.
  *
  * `--keep` leaves the run's schema and queues in place and prints how to reach them with the CLI;
- * `--clean <id>` removes what a kept run left.
+ * `--clean <id>` removes what a kept run left; `--clean` alone lists every run's data and removes
+ * what runs no longer in progress left. SIGINT or SIGTERM ends the demo's processes and removes
+ * the run's data (scripts/demo-signals.ts).
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -37,11 +39,18 @@ import {
   demoPolicy,
 } from './demo-operation.js';
 import { CONFIRMATION_INTRO, cliLine, LEGEND, type Row, TIMELINE_INTRO, table, trailLine } from './demo-report.js';
+import { cleanLeftovers, interruptible } from './demo-signals.js';
 import { services } from './services.js';
 
-const USAGE = 'usage: npm run demo [-- --keep | -- --clean <id>]';
+const USAGE = 'usage: npm run demo [-- --keep | -- --clean [<id>]]';
 const args = process.argv.slice(2);
 const keep = args.includes('--keep');
+if (args[0] === '--clean' && args.length === 1) {
+  const svc = await services();
+  for (const line of await cleanLeftovers(svc.databaseUrl, svc.redisUrl)) console.log(line);
+  await svc.stop();
+  process.exit(0);
+}
 if (args[0] === '--clean') {
   const place = demoPlace(args[1] ?? '');
   const svc = await services();
@@ -58,6 +67,16 @@ if (args.some((a) => a !== '--keep')) {
 const svc = await services();
 const place = demoPlace(randomBytes(3).toString('hex'));
 const { schema, prefix } = place;
+const closers: (() => Promise<unknown>)[] = [];
+// From here a signal ends the demo's processes and removes this run's data.
+const run = await interruptible({
+  place,
+  databaseUrl: svc.databaseUrl,
+  redisUrl: svc.redisUrl,
+  stopServices: () => svc.stop(),
+  closers: () => [...closers, () => ds.close(), () => ledger.close()],
+});
+process.stderr.write(`run ${place.id}: schema ${schema}, keys under ${prefix}\n`);
 const connection = { url: svc.redisUrl, maxRetriesPerRequest: null };
 await migrate({ connectionString: svc.databaseUrl, schema });
 const ledger = new PostgresLedger({ connectionString: svc.databaseUrl, schema });
@@ -76,7 +95,11 @@ const writer = createAuditWriter({
   redactionPolicy: demoPolicy(keyring),
 });
 writer.on('error', () => {});
-const closers: (() => Promise<unknown>)[] = [() => audit.close(), () => writer.close(), () => auditQueue.close()];
+closers.push(
+  () => audit.close(),
+  () => writer.close(),
+  () => auditQueue.close(),
+);
 const rows: Row[] = [];
 let qn = 0;
 
@@ -174,6 +197,7 @@ function startDoomedWorker() {
     ],
     { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, BQI_KEYRING: keyringSpec } },
   );
+  run.children.add(child);
   closers.push(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
@@ -435,10 +459,12 @@ try {
     };
   });
 } finally {
+  await run.settled(); // after a signal, its clean-up ends the process
   for (const close of closers) await close().catch(() => {});
   await ds.close();
   await ledger.close();
   if (!keep) await removeDemoData(place, svc.databaseUrl, svc.redisUrl);
+  await run.done();
   await svc.stop();
 }
 

@@ -37,6 +37,7 @@ import { defaultLogger, SILENT_LOGGER } from './default-logger.js';
 import { DEFAULT_PREFIX, type IdempotencyOptions, type IdempotencyRelayOptions } from './options.js';
 import { type QueueConnection, queueConnection } from './queue-connection.js';
 import { checkQueueName, RuntimeQueues } from './queues.js';
+import { tokenRequired } from './token-required.js';
 import { DEFAULT_RESULT_TIMEOUT_MS, waitForResult } from './wait-result.js';
 import { type IdempotencyWorkerOptions, type ProcessorOptions, splitWorkerOptions } from './worker-options.js';
 
@@ -223,8 +224,11 @@ export class Idempotency {
   /**
    * The wrapped BullMQ processor of `operation`, with the runtime's ledger, keyring, audit
    * emitter, logger and observer: for a Worker you build yourself (a sandboxed processor file,
-   * NestJS). Give it the Worker's lock and stall settings (`worker`) so the lease and retention
-   * are checked against them, and the runtime's `connection` and `prefix` to the Worker.
+   * NestJS: assign it as a WorkerHost's `process`). Give it the Worker's lock and stall settings
+   * (`worker`) so the lease and retention are checked against them, and the runtime's
+   * `connection` and `prefix` to the Worker. It takes (job, token, signal), as BullMQ calls it; a
+   * call without the token is refused before anything runs (`IDEMPOTENCY_CONFIG`, option
+   * `token`, not retried): without it duplicates could not wait for the attempt that runs.
    *
    * @example
    * const processor = idem.processor(chargeOrder, async (input, ctx) => charge(input, ctx.idempotencyKey));
@@ -237,7 +241,7 @@ export class Idempotency {
   ): IdempotentBullProcessor<R, P> {
     this.assertOpen();
     const audit = this.auditEmitter();
-    return withIdempotency(operation, processor, {
+    const wrapped = withIdempotency(operation, processor, {
       ledger: this.ledger,
       keyring: this.keyring,
       logger: this.logger,
@@ -247,6 +251,7 @@ export class Idempotency {
       ...(this.owner ? { owner: this.owner } : {}),
       ...options,
     });
+    return tokenRequired(operation.name, wrapped, this.logger);
   }
 
   /**
