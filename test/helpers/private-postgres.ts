@@ -111,6 +111,83 @@ export class PrivatePostgres {
     await this.startAgain();
   }
 
+  /**
+   * A streaming standby of this cluster: `pg_basebackup -R` (primary_conninfo and standby.signal
+   * written), started on a free port of its own with `settings`. The cluster it was made from
+   * must be running; `destroy()` the standby too.
+   */
+  async standby(options: { settings?: Record<string, string | number> } = {}): Promise<PrivatePostgres> {
+    const dir = mkdtempSync(join(tmpdir(), 'bqi-pg-standby-'));
+    chownSync(dir, 101, 104);
+    const db = new PrivatePostgres(dir, await freePort());
+    try {
+      await asPostgres(`${BIN}/pg_basebackup`, [
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(this.port),
+        '-U',
+        'postgres',
+        '-D',
+        join(dir, 'data'),
+        '-R',
+        '-X',
+        'stream',
+        '-c',
+        'fast',
+        '--no-sync',
+      ]);
+      db.maxConnections = this.maxConnections;
+      db.settings = Object.entries(options.settings ?? {})
+        .map(([k, v]) => ` -c ${k}=${v}`)
+        .join('');
+      await db.startAgain();
+    } catch (err) {
+      await db.destroy();
+      throw err;
+    }
+    return db;
+  }
+
+  /** Promotes this standby to a primary and waits until it accepts writes. */
+  async promote(): Promise<void> {
+    await asPostgres(`${BIN}/pg_ctl`, ['-D', join(this.dir, 'data'), '-w', '-t', '60', 'promote']);
+  }
+
+  /** The pids of this cluster's WAL senders (one per standby streaming from it). */
+  walSenders(): number[] {
+    return this.pids()
+      .slice(1)
+      .filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('postgres: walsender');
+        } catch {
+          return false;
+        }
+      });
+  }
+
+  /**
+   * The machine lost: SIGKILL the postmaster and every process of the cluster at once (no
+   * shutdown, no WAL sent to anyone), then removes the shared memory segment they left.
+   */
+  kill(): void {
+    const pidFile = readFileSync(join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n');
+    const shmid = (pidFile[6] ?? '').trim().split(/\s+/)[1];
+    for (const pid of this.pids()) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    this.paused = false;
+    this.killed = true;
+    if (shmid) void run('ipcrm', ['-m', shmid]).catch(() => {});
+  }
+
+  private killed = false;
+
   /** The postmaster's pid and every backend's: what SIGSTOP must reach to freeze the database. */
   private pids(): number[] {
     const master = Number(readFileSync(join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
@@ -151,7 +228,7 @@ export class PrivatePostgres {
   /** Stops the cluster (a crash, it is thrown away) and removes its folder. */
   async destroy(): Promise<void> {
     try {
-      await this.stop('immediate');
+      if (!this.killed) await this.stop('immediate');
     } catch {
       // already stopped
     }
