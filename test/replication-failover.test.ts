@@ -15,7 +15,7 @@
  */
 import { Queue } from 'bullmq';
 import pg from 'pg';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/env.js';
 import { migrate } from '../src/db/migrate.js';
 import { ERROR_CODES } from '../src/errors/idempotency-error.js';
@@ -33,14 +33,65 @@ const INTENTS = 80;
 const WORKERS = 3;
 const CONCURRENCY = 5;
 
-/** What a case leaves to clean up, whatever happens. */
+const QUEUE = 'failover';
+
+/**
+ * Shared by both cases (worker processes are slow to start on a loaded machine): the primaries,
+ * made up front, the address the workers connect to, the downstream, the workers and the queue.
+ */
+let primaries: Record<Mode, PrivatePostgres>;
+let sw: TcpSwitch;
+let ds: CommitCountingServer;
+let workers: CrashWorker[] = [];
+let queue: Queue;
+/** What each case leaves to clean up (its standby), whatever happens. */
 const cleanup: (() => Promise<unknown>)[] = [];
+
+const config = (port: number, downstreamUrl: string): CrashWorkerConfig => ({
+  databaseUrl: `postgres://postgres@127.0.0.1:${port}/postgres`,
+  redisUrl: t.redisUrl,
+  schema: SCHEMA,
+  prefix: t.prefix,
+  queue: QUEUE,
+  downstreamUrl,
+  downstream: 'none',
+  processor: 'charge',
+  blockAt: 'none',
+  // A lease longer than the failover: the attempts in flight outlive it and record their outcome.
+  leaseMs: 10_000,
+  lockDuration: 20_000,
+  stalledInterval: 2_000,
+  concurrency: CONCURRENCY,
+  maxStalledCount: 20,
+});
+
+beforeAll(async () => {
+  // Every request commits: a second run of an intent is a second commit.
+  ds = await startCommitCounter({ honourIdempotencyKey: false, delayMs: 150 });
+  sw = await TcpSwitch.start(1);
+  queue = new Queue(QUEUE, { connection: { url: t.redisUrl }, prefix: t.prefix });
+  const made = Promise.allSettled([
+    PrivatePostgres.start(),
+    PrivatePostgres.start({ settings: { synchronous_commit: 'remote_apply' } }),
+  ]);
+  const spawned = Promise.allSettled(Array.from({ length: WORKERS }, () => spawnCrashWorker(config(sw.port, ds.url))));
+  const [a, s] = await made;
+  const w = await spawned;
+  workers = w.flatMap((x) => (x.status === 'fulfilled' ? [x.value] : []));
+  if (a.status === 'fulfilled' && s.status === 'fulfilled') primaries = { async: a.value, sync: s.value };
+  for (const x of [a, s, ...w]) if (x.status === 'rejected') throw x.reason;
+}, 180_000);
 afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step().catch(() => {});
 });
 afterAll(async () => {
+  for (const w of workers) await w.kill();
+  await queue?.close();
+  await sw?.close();
+  await ds?.close();
+  for (const db of Object.values(primaries ?? {})) await db.destroy();
   await t.teardown();
-});
+}, 60_000);
 
 describe.sequential('failover under load', () => {
   it('an asynchronous standby: warned at start; the claims it lacked end unknown (record lost), none committed twice', async () => {
@@ -94,16 +145,11 @@ async function query<R extends pg.QueryResultRow>(url: string, sql: string): Pro
   }
 }
 
-async function runFailover(mode: 'async' | 'sync'): Promise<Outcome> {
-  const t0 = Date.now();
-  const lap = (what: string) => console.log(`${mode} ${what} ${Date.now() - t0}`);
-  const primary = await PrivatePostgres.start(
-    mode === 'sync' ? { settings: { synchronous_commit: 'remote_apply' } } : {},
-  );
-  cleanup.push(() => primary.destroy());
-  lap('await migrate(');
+type Mode = 'async' | 'sync';
+
+async function runFailover(mode: Mode): Promise<Outcome> {
+  const primary = primaries[mode];
   await migrate({ connectionString: primary.url(), schema: SCHEMA });
-  lap('const standby = awai');
   const standby = await primary.standby();
   cleanup.push(() => standby.destroy());
   if (mode === 'sync') {
@@ -121,7 +167,6 @@ async function runFailover(mode: 'async' | 'sync'): Promise<Outcome> {
     `the standby streaming (${mode})`,
   );
 
-  lap('// The operations pr');
   // The operations process checks the replication at start.
   const { logger, lines } = capturePino({ level: 'info' });
   const ops = await startOperationsProcess(
@@ -140,51 +185,24 @@ async function runFailover(mode: 'async' | 'sync'): Promise<Outcome> {
     .filter((l) => l.includes(ERROR_CODES.asyncReplica))
     .map((l) => JSON.parse(l) as { reasons: string[] });
 
-  lap('const sw = await');
-  const sw = await TcpSwitch.start(primary.port);
-  cleanup.push(() => sw.close());
-  // Every request commits: a second run of an intent is a second commit.
-  const ds: CommitCountingServer = await startCommitCounter({ honourIdempotencyKey: false, delayMs: 150 });
-  cleanup.push(() => ds.close());
-  const queueName = `failover-${mode}`;
-  const config: CrashWorkerConfig = {
-    databaseUrl: `postgres://postgres@127.0.0.1:${sw.port}/postgres`,
-    redisUrl: t.redisUrl,
-    schema: SCHEMA,
-    prefix: t.prefix,
-    queue: queueName,
-    downstreamUrl: ds.url,
-    downstream: 'none',
-    processor: 'charge',
-    blockAt: 'none',
-    // A lease longer than the failover: the attempts in flight outlive it and record their outcome.
-    leaseMs: 10_000,
-    lockDuration: 20_000,
-    stalledInterval: 2_000,
-    concurrency: CONCURRENCY,
-    maxStalledCount: 20,
-  };
-  const workers = await Promise.all(Array.from({ length: WORKERS }, () => spawnCrashWorker(config)));
-  cleanup.push(async () => {
-    for (const w of workers) await w.kill();
-  });
-  lap('const queue = new Qu');
-  const queue = new Queue(queueName, { connection: { url: t.redisUrl }, prefix: t.prefix });
-  cleanup.push(() => queue.close());
-  await crashOperation('none', config.leaseMs).enqueueBulk(
+  sw.cut(primary.port);
+  ds.reset();
+  await queue.clean(0, 0, 'completed');
+  await queue.clean(0, 0, 'failed');
+  const { leaseMs, lockDuration, stalledInterval } = config(sw.port, ds.url);
+  await crashOperation('none', leaseMs).enqueueBulk(
     queue,
     Array.from({ length: INTENTS }, (_, i) => ({
       input: { order: `${mode}-${i}`, amount: 1 + i },
       options: {
         jobOptions: { attempts: 40, backoff: 250, removeOnComplete: false, removeOnFail: false },
-        worker: { lockDuration: config.lockDuration, stalledInterval: config.stalledInterval, maxStalledCount: 20 },
+        worker: { lockDuration, stalledInterval, maxStalledCount: 20 },
       },
     })),
   );
   const started = () => workers.reduce((n, w) => n + w.messages.filter((m) => m.event === 'processing').length, 0);
   await waitFor(async () => (await queue.getCompletedCount()) >= INTENTS / 4, 'a quarter of the intents done', 60_000);
 
-  lap('// Downstream reques');
   // Downstream requests are held (after their commit) while the stall is set up.
   let held = 0;
   let release!: () => void;
@@ -207,12 +225,12 @@ async function runFailover(mode: 'async' | 'sync'): Promise<Outcome> {
     const completedAtStall = await queue.getCompletedCount();
     await waitFor(
       async () =>
-        (
+        ((
           await query<{ n: number }>(
             primary.url(),
             `select count(*)::int as n from pg_stat_activity where wait_event = 'SyncRep'`,
           )
-        )[0]?.n > 0,
+        )[0]?.n ?? 0) > 0,
       'completions waiting for the standby',
       30_000,
     );
@@ -229,13 +247,11 @@ async function runFailover(mode: 'async' | 'sync'): Promise<Outcome> {
     };
     await waitFor(() => held >= WORKERS * CONCURRENCY, 'every slot at the downstream', 30_000);
   }
-  lap('const count = `selec');
   const count = `select count(*)::int as n from ${SCHEMA}.idempotency_ledger`;
   const onPrimary = (await query<{ n: number }>(primary.url(), count))[0]?.n ?? 0;
   const onStandby = (await query<{ n: number }>(standby.url(), count))[0]?.n ?? 0;
 
   // The primary is lost; the standby is promoted and the address moved to it.
-  lap('primary.kill();');
   primary.kill();
   sw.cut(undefined);
   await standby.promote();
@@ -243,7 +259,6 @@ async function runFailover(mode: 'async' | 'sync'): Promise<Outcome> {
   ds.hold = undefined;
   release();
 
-  lap('await waitFor(\n    a');
   await waitFor(
     async () => (await queue.getCompletedCount()) + (await queue.getFailedCount()) >= INTENTS,
     'every intent to finish',
@@ -251,7 +266,6 @@ async function runFailover(mode: 'async' | 'sync'): Promise<Outcome> {
     100,
   );
   for (const w of workers) expect(w.alive(), w.stderr()).toBe(true);
-  lap('const orders =');
   const orders = Array.from({ length: INTENTS }, (_, i) => `${mode}-${i}`);
   const rows = await query<{ resource_key: string; status: string; code: string | null }>(
     standby.url(),
