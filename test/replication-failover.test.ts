@@ -79,6 +79,7 @@ beforeAll(async () => {
   const w = await spawned;
   workers = w.flatMap((x) => (x.status === 'fulfilled' ? [x.value] : []));
   if (a.status === 'fulfilled' && s.status === 'fulfilled') primaries = { async: a.value, sync: s.value };
+  else for (const x of [a, s]) if (x.status === 'fulfilled') await x.value.destroy();
   for (const x of [a, s, ...w]) if (x.status === 'rejected') throw x.reason;
 }, 180_000);
 afterEach(async () => {

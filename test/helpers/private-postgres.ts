@@ -22,7 +22,7 @@ export async function freePort(): Promise<number> {
 }
 
 async function asPostgres(cmd: string, args: string[]): Promise<string> {
-  const { stdout } = await run('runuser', ['-u', 'postgres', '--', cmd, ...args], { timeout: 60_000 });
+  const { stdout } = await run('runuser', ['-u', 'postgres', '--', cmd, ...args], { timeout: 180_000 });
   return stdout;
 }
 
@@ -56,9 +56,20 @@ export class PrivatePostgres {
     chownSync(dir, 101, 104);
     const port = await freePort();
     const db = new PrivatePostgres(dir, port);
+    try {
+      await db.init(options);
+    } catch (err) {
+      await db.destroy();
+      throw err;
+    }
+    return db;
+  }
+
+  /** initdb, then the first start. */
+  private async init(options: { maxConnections?: number; settings?: Record<string, string | number> }): Promise<void> {
     await asPostgres(`${BIN}/initdb`, [
       '-D',
-      join(dir, 'data'),
+      join(this.dir, 'data'),
       '-U',
       'postgres',
       '--auth=trust',
@@ -66,12 +77,11 @@ export class PrivatePostgres {
       'UTF8',
       '--no-sync',
     ]);
-    db.maxConnections = options.maxConnections ?? 100;
-    db.settings = Object.entries(options.settings ?? {})
+    this.maxConnections = options.maxConnections ?? 100;
+    this.settings = Object.entries(options.settings ?? {})
       .map(([k, v]) => ` -c ${k}=${v}`)
       .join('');
-    await db.startAgain();
-    return db;
+    await this.startAgain();
   }
 
   private maxConnections = 100;
