@@ -274,6 +274,9 @@ async function runFailover(mode: Mode): Promise<Outcome> {
   );
   const statuses: Record<string, number> = {};
   for (const row of rows) statuses[row.status] = (statuses[row.status] ?? 0) + 1;
+  console.info(
+    `failover (${mode}): ${onPrimary - onStandby} rows only on the primary at its death, ${ds.commits} commits for ${INTENTS} intents, ledger ${JSON.stringify(statuses)}`,
+  );
   return {
     warnings,
     rowsOnlyOnPrimary: onPrimary - onStandby,
