@@ -22,7 +22,7 @@ export async function freePort(): Promise<number> {
 }
 
 async function asPostgres(cmd: string, args: string[]): Promise<string> {
-  const { stdout } = await run('runuser', ['-u', 'postgres', '--', cmd, ...args], { timeout: 60_000 });
+  const { stdout } = await run('runuser', ['-u', 'postgres', '--', cmd, ...args], { timeout: 180_000 });
   return stdout;
 }
 
@@ -56,9 +56,20 @@ export class PrivatePostgres {
     chownSync(dir, 101, 104);
     const port = await freePort();
     const db = new PrivatePostgres(dir, port);
+    try {
+      await db.init(options);
+    } catch (err) {
+      await db.destroy();
+      throw err;
+    }
+    return db;
+  }
+
+  /** initdb, then the first start. */
+  private async init(options: { maxConnections?: number; settings?: Record<string, string | number> }): Promise<void> {
     await asPostgres(`${BIN}/initdb`, [
       '-D',
-      join(dir, 'data'),
+      join(this.dir, 'data'),
       '-U',
       'postgres',
       '--auth=trust',
@@ -66,12 +77,11 @@ export class PrivatePostgres {
       'UTF8',
       '--no-sync',
     ]);
-    db.maxConnections = options.maxConnections ?? 100;
-    db.settings = Object.entries(options.settings ?? {})
+    this.maxConnections = options.maxConnections ?? 100;
+    this.settings = Object.entries(options.settings ?? {})
       .map(([k, v]) => ` -c ${k}=${v}`)
       .join('');
-    await db.startAgain();
-    return db;
+    await this.startAgain();
   }
 
   private maxConnections = 100;
@@ -110,6 +120,83 @@ export class PrivatePostgres {
     await this.stop(mode);
     await this.startAgain();
   }
+
+  /**
+   * A streaming standby of this cluster: `pg_basebackup -R` (primary_conninfo and standby.signal
+   * written), started on a free port of its own with `settings`. The cluster it was made from
+   * must be running; `destroy()` the standby too.
+   */
+  async standby(options: { settings?: Record<string, string | number> } = {}): Promise<PrivatePostgres> {
+    const dir = mkdtempSync(join(tmpdir(), 'bqi-pg-standby-'));
+    chownSync(dir, 101, 104);
+    const db = new PrivatePostgres(dir, await freePort());
+    try {
+      await asPostgres(`${BIN}/pg_basebackup`, [
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(this.port),
+        '-U',
+        'postgres',
+        '-D',
+        join(dir, 'data'),
+        '-R',
+        '-X',
+        'stream',
+        '-c',
+        'fast',
+        '--no-sync',
+      ]);
+      db.maxConnections = this.maxConnections;
+      db.settings = Object.entries(options.settings ?? {})
+        .map(([k, v]) => ` -c ${k}=${v}`)
+        .join('');
+      await db.startAgain();
+    } catch (err) {
+      await db.destroy();
+      throw err;
+    }
+    return db;
+  }
+
+  /** Promotes this standby to a primary and waits until it accepts writes. */
+  async promote(): Promise<void> {
+    await asPostgres(`${BIN}/pg_ctl`, ['-D', join(this.dir, 'data'), '-w', '-t', '60', 'promote']);
+  }
+
+  /** The pids of this cluster's WAL senders (one per standby streaming from it). */
+  walSenders(): number[] {
+    return this.pids()
+      .slice(1)
+      .filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('postgres: walsender');
+        } catch {
+          return false;
+        }
+      });
+  }
+
+  /**
+   * The machine lost: SIGKILL the postmaster and every process of the cluster at once (no
+   * shutdown, no WAL sent to anyone), then removes the shared memory segment they left.
+   */
+  kill(): void {
+    const pidFile = readFileSync(join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n');
+    const shmid = (pidFile[6] ?? '').trim().split(/\s+/)[1];
+    for (const pid of this.pids()) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    this.paused = false;
+    this.killed = true;
+    if (shmid) void run('ipcrm', ['-m', shmid]).catch(() => {});
+  }
+
+  private killed = false;
 
   /** The postmaster's pid and every backend's: what SIGSTOP must reach to freeze the database. */
   private pids(): number[] {
@@ -151,7 +238,7 @@ export class PrivatePostgres {
   /** Stops the cluster (a crash, it is thrown away) and removes its folder. */
   async destroy(): Promise<void> {
     try {
-      await this.stop('immediate');
+      if (!this.killed) await this.stop('immediate');
     } catch {
       // already stopped
     }
