@@ -240,6 +240,7 @@ export class Idempotency {
     return withIdempotency(operation, processor, {
       ledger: this.ledger,
       keyring: this.keyring,
+      identifierPolicy: this.auditPolicy,
       logger: this.logger,
       logErrorText: this.logErrorText,
       ...(audit ? { audit } : {}),
