@@ -51,7 +51,14 @@ export function resolveSettings<DB>(op: Operation, options: WithIdempotencyOptio
     keyring: options.keyring,
     owner: options.owner ?? `${hostname()}:${process.pid}`,
     db: (options.db ?? options.ledger.db) as Kysely<DB>,
-    ids: identifierStorer(options.identifierPolicy ?? auditPolicyFor(options.keyring)),
+    ids: identifiersOf(options),
     pollMs: options.inProgressPollMs ?? Math.min(1000, Math.max(50, Math.floor(op.leaseMs / 10))),
   };
+}
+
+/** How the wrapper keeps ids (see `identifierAsStored`): under `identifierPolicy`, else the keyring's built-in policy. */
+export function identifiersOf(
+  options: Pick<WithIdempotencyOptions<unknown>, 'identifierPolicy' | 'keyring'>,
+): IdentifierStorer {
+  return identifierStorer(options.identifierPolicy ?? auditPolicyFor(options.keyring));
 }
