@@ -313,3 +313,26 @@ describe('through the workers, the ledger, confirmations, logs, metrics and the 
     for (const s of secret.map((x) => x.s)) expect(listed.stdout).not.toContain(s.needle);
   }, 120_000);
 });
+
+describe('stats', () => {
+  it('reports refs made under a key the keyring does not hold', async () => {
+    // A process keyed otherwise (no BQI_KEYRING: a key of its own) stored a task id as its ref.
+    const other = auditPolicyFor(
+      defineKeyring({ keys: [{ id: 'stray', secret: `base64:${randomBytes(32).toString('base64')}` }] }),
+    );
+    const strayRef = identifierAsStored('taskId', 'jane doe', other);
+    expect(strayRef).toMatch(/^hmac:stray:/);
+    const row = await t.query<{ key: string }>(`select key from ${t.schema}.idempotency_ledger limit 1`);
+    await t.query(`update ${t.schema}.idempotency_ledger set task_id = $1 where key = $2`, [
+      strayRef,
+      row.rows[0]?.key,
+    ]);
+    const json = await cli(['stats', '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    const refs = JSON.parse(json.stdout).refs;
+    expect(refs.unknown).toEqual([{ keyId: 'stray', refs: 1 }]);
+    expect(refs.byKey.t1).toBeGreaterThan(0);
+    const text = await cli(['stats']);
+    expect(text.stdout).toMatch(/refs .*UNKNOWN KEY: 1 under stray/);
+  }, 60_000);
+});
