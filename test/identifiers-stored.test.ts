@@ -282,9 +282,11 @@ describe('through the workers, the ledger, confirmations, logs, metrics and the 
       [ulidTask.taskId, ulidTask.key],
       [secretTask.s.value, secretTask.key],
     ] as const) {
-      const story = await idem.timeline(task);
-      expect(story.events.length, task).toBeGreaterThan(0);
-      expect(story.finalStates.map((f) => f.key)).toContain(key);
+      // The writer stores a job's events a moment after it ends.
+      await waitFor(
+        async () => (await idem.timeline(task)).finalStates.some((f) => f.key === key),
+        `the story of ${task}`,
+      );
       // The CLI, with the keyring rotated (a new current key; the workers' refs are under the old one).
       for (const spec of [TEST_KEYRING_SPEC, NEW_SPEC]) {
         const tl = await cli(['timeline', task, '--json'], spec);
