@@ -258,7 +258,8 @@ Examples:
   program
     .command('list')
     .description('the keys in a status (unknown: waiting for an operator), in key order; never results or error text')
-    .addOption(new Option('--status <status>', 'which records').choices(LIST_STATUSES).makeOptionMandatory())
+    .addOption(new Option('--status <status>', 'which records (any status with --task)').choices(LIST_STATUSES))
+    .option('--task <id>', "only this task's records: the task id the application gave (stored in clear or as its ref)")
     .option('--operation <name>', "only this operation's records (its defineOperation name)")
     .option('--limit <n>', 'rows at most', parsePositiveIntArg, LIST_LIMIT)
     .option('--after <key>', 'the next page: keys after this one (the last key shown)')
@@ -270,7 +271,8 @@ Each row: key, status, epoch, operation, queue/job, last update, error code.
 
 Examples:
   $ bullmq-idempotency list --status unknown
-  $ bullmq-idempotency list --status failed --operation payments.charge --limit 20 --json`,
+  $ bullmq-idempotency list --status failed --operation payments.charge --limit 20 --json
+  $ bullmq-idempotency list --task task-42`,
     )
     .action(lazy(async () => (await import('./commands/list.js')).listCommand));
 

@@ -1,14 +1,9 @@
-import { isIdentifier } from '../audit/identifier-grammar.js';
+import { identifierAsStored } from '../audit/stored-identifier.js';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
-import { engineOf } from '../redaction/policy-engine.js';
-import { identifierRef } from '../redaction/refs.js';
-
-/** Longest actor id an audit event tells in clear (the grammar of its `actorId`). */
-const MAX_ACTOR_ID = 200;
 
 /**
  * An actor as the audit trail tells it (the `actorId` grammar of `auditRedactor`): in clear when
- * it is an identifier (`alice`, `ops:bob`), a reference of the policy's keyring kept as it is,
+ * it matches an identifier format of the policy (`alice`, `ops:bob`, a declared one), a reference of the policy's keyring kept as it is,
  * anything else (an e-mail address, a name with spaces) as the keyed reference `hmac:<kid>:…`. So
  * `answered_by`, the endpoint and `confirmations list` show what the trail shows, and an auditor
  * with the key finds a person's answers with `verifyRef`.
@@ -16,8 +11,7 @@ const MAX_ACTOR_ID = 200;
  * @example actorIdAsTold('alice@example.com', policy) // 'hmac:k2:…', the event's actorId
  */
 export function actorIdAsTold(actor: string, policy: RedactionPolicy): string {
-  if (engineOf(policy).keyring.recognise(actor, 'hmac') !== undefined) return actor;
-  return isIdentifier(actor, MAX_ACTOR_ID) ? actor : identifierRef(actor, policy);
+  return identifierAsStored('actorId', actor, policy);
 }
 
 /** The shape of a keyed reference `identifierRef` writes: `hmac:<key id>:<43 base64url>`. */

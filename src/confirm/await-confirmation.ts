@@ -1,4 +1,5 @@
 import type { Job } from 'bullmq';
+import type { IdentifierStorer } from '../audit/stored-identifier.js';
 import { IdempotencyConfigError, InvalidInputError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { RetryableError } from '../errors/processor-errors.js';
@@ -36,6 +37,8 @@ export type ConfirmDeps = {
   /** Sends a confirmation's audit event through the wrapper's sink; resolves when it is durable. */
   emit(kind: ConfirmationEventKind, c: Confirmation): void | Promise<void>;
   logger?: Logger;
+  /** The request's name and task id as the audit trail tells identifiers (see `identifierAsStored`). @defaultValue as given */
+  ids?: IdentifierStorer;
 };
 
 /**
@@ -50,9 +53,10 @@ export async function awaitConfirmation(
   req: ConfirmRequest,
 ): Promise<ConfirmationDecision> {
   const checked = checkRequest(a, req);
+  const ids = deps.ids ?? ((_field: string, v: string) => v);
   let c: Confirmation = await deps.store.request({
     operationKey: a.operationKey,
-    name: req.name,
+    name: ids('stepId', req.name),
     operation: a.op.name,
     reason: checked.reason,
     ...(req.details === undefined
@@ -67,8 +71,8 @@ export async function awaitConfirmation(
         }),
     onTimeout: req.onTimeout,
     timeoutMs: checked.timeoutMs,
-    ...(a.taskId ? { taskId: a.taskId } : {}),
-    ...(a.job.id ? { jobId: a.job.id } : {}),
+    ...(a.taskId ? { taskId: ids('taskId', a.taskId) } : {}),
+    ...(a.job.id ? { jobId: ids('jobId', a.job.id, { operationId: a.operationKey }) } : {}),
     queue: a.job.queueName,
     epoch: a.epoch,
   });

@@ -1,6 +1,8 @@
 import type pg from 'pg';
 import { confirmationEvent, settledEvent } from '../audit/confirmation-event.js';
+import { identifierForms } from '../audit/stored-identifier.js';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
+import type { RedactionPolicy } from '../redaction/define-policy.js';
 import { ConfirmationNotFoundError } from './errors.js';
 import { confirmationStatements } from './statements.js';
 import type { Confirmation, ConfirmationStatus, ConfirmationWaiter } from './types.js';
@@ -107,11 +109,17 @@ export class ConfirmationStore {
     return (rows.rows as Row[]).map(toConfirmation);
   }
 
-  /** The requests of a task or of one operation key, in id order. */
-  async of(query: { taskId: string } | { operationKey: string }): Promise<Confirmation[]> {
+  /**
+   * The requests of a task or of one operation key, in id order. A task id is looked up in every
+   * form it may be stored in (in clear, or its reference under each key of `policy`, the
+   * emitters' policy: see `identifierAsStored`).
+   */
+  async of(query: { taskId: string; policy?: RedactionPolicy } | { operationKey: string }): Promise<Confirmation[]> {
     const rows =
       'taskId' in query
-        ? await this.pool.query(this.sql.byTask, [query.taskId])
+        ? await this.pool.query(this.sql.byTask, [
+            query.policy ? identifierForms(query.taskId, query.policy) : [query.taskId],
+          ])
         : await this.pool.query(this.sql.byOperation, [query.operationKey]);
     return (rows.rows as Row[]).map(toConfirmation);
   }

@@ -57,7 +57,7 @@ where t.n = $1 and t.status = 'pending' and jsonb_array_length(t.waiters) < 100 
 order by t.n limit $2`,
 
     /** Params: 1 task id. */
-    byTask: `select ${row} from ${table} t where t.task_id = $1 order by t.n`,
+    byTask: `select ${row} from ${table} t where t.task_id = any($1::text[]) order by t.n`,
 
     /** Params: 1 operation key. */
     byOperation: `select ${row} from ${table} t where t.operation_key = $1 order by t.n`,

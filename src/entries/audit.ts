@@ -20,6 +20,15 @@ export {
   maintainAuditPartitions,
 } from '../audit/partitions.js';
 export { auditRedactor } from '../audit/redact-event.js';
+export { type RefKeyUsage, refKeyUsage } from '../audit/ref-keys.js';
+export {
+  type IdentifierContext,
+  type IdentifierStorer,
+  identifierAsStored,
+  identifierForms,
+  identifierStorer,
+  type StoredIdentifierField,
+} from '../audit/stored-identifier.js';
 export {
   buildTimeline,
   renderTimeline,

@@ -10,7 +10,7 @@ export const LISTABLE_STATUSES: readonly ListableStatus[] = ['unknown', 'locked'
 /** One row of a listing: where the record stands, never its result or error text. */
 export type ListedRecord = {
   key: string;
-  status: ListableStatus;
+  status: LedgerStatus;
   epoch: number;
   operation: string;
   queue: string | null;
@@ -21,7 +21,13 @@ export type ListedRecord = {
 };
 
 export type ListRecordsOptions = {
-  status: ListableStatus;
+  /** Only records in this status; every status when a task is given without one. */
+  status?: ListableStatus;
+  /**
+   * Only records of this task: every form its id may be stored in (in clear, or its keyed
+   * references: see `identifierForms` of the audit subpath).
+   */
+  taskIds?: readonly string[];
   /** Only records of this operation (its `name`). */
   operation?: string;
   /** Rows at most. */
@@ -44,7 +50,7 @@ export async function listRecords(pool: pg.Pool, schema: string, options: ListRe
   const table = `${checkSchema(schema)}.idempotency_ledger`;
   const res = await pool.query<{
     key: string;
-    status: ListableStatus;
+    status: LedgerStatus;
     epoch: number;
     operation: string;
     queue: string | null;
@@ -53,9 +59,10 @@ export async function listRecords(pool: pg.Pool, schema: string, options: ListRe
     error_code: string | null;
   }>(
     `select key, status, epoch, operation, queue, job_id, updated_at, error->>'code' as error_code from ${table}
-where key > $1 and status = $2 and ($3::text is null or operation = $3)
+where key > $1 and ($2::text is null or status = $2) and ($3::text is null or operation = $3)
+  and ($5::text[] is null or task_id = any($5::text[]))
 order by key limit $4`,
-    [options.after ?? '', options.status, options.operation ?? null, options.limit],
+    [options.after ?? '', options.status ?? null, options.operation ?? null, options.limit, options.taskIds ?? null],
   );
   return res.rows.map((r) => ({
     key: r.key,

@@ -244,6 +244,7 @@ export class Idempotency {
     const wrapped = withIdempotency(operation, processor, {
       ledger: this.ledger,
       keyring: this.keyring,
+      identifierPolicy: this.auditPolicy,
       logger: this.logger,
       logErrorText: this.logErrorText,
       ...(audit ? { audit } : {}),

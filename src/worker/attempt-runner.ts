@@ -68,7 +68,7 @@ export class AttemptRunner<I, R, DB> {
     } catch (err) {
       const unreachable = ledgerUnreachable(err);
       // The ledger could not be asked: the job waits (delayed, no attempt used) and asks again.
-      if (unreachable && token) return waitForLedger(job, token, unreachable, this.s.options.logger);
+      if (unreachable && token) return waitForLedger(job, token, unreachable, this.s.options.logger, this.s.ids);
       throw this.forBullmq(unreachable?.cause ?? err, at);
     }
   }
@@ -211,6 +211,11 @@ export class AttemptRunner<I, R, DB> {
    * new error with its code and class in clear, its text sealed, and one warn line about it.
    */
   private forBullmq(err: unknown, at: FailedAttemptAt): unknown {
-    return failedAttempt(err, at, { ...this.s.options, keyring: this.s.keyring, operation: this.s.op.name });
+    return failedAttempt(err, at, {
+      ...this.s.options,
+      keyring: this.s.keyring,
+      operation: this.s.op.name,
+      ids: this.s.ids,
+    });
   }
 }

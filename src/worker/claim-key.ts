@@ -27,9 +27,10 @@ export function claimOptions(
     owner: s.owner,
     queue: scope.job.queueName,
   };
-  if (scope.job.id) options.jobId = scope.job.id;
-  if (scope.taskId) options.taskId = scope.taskId;
-  if (scope.stepId) options.stepId = scope.stepId;
+  // The ids as the audit trail tells them: in clear when they match a format, else their refs.
+  if (scope.job.id) options.jobId = s.ids('jobId', scope.job.id, { operationId: scope.parentK ?? scope.k });
+  if (scope.taskId) options.taskId = s.ids('taskId', scope.taskId);
+  if (scope.stepId) options.stepId = s.ids('stepId', scope.stepId);
   return options;
 }
 

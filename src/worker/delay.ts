@@ -1,4 +1,5 @@
 import { DelayedError, type Job } from 'bullmq';
+import type { IdentifierStorer } from '../audit/stored-identifier.js';
 import { IdempotencyInProgressError } from '../errors/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { AttemptScope } from './attempt-scope.js';
@@ -35,11 +36,12 @@ export function waitForLedger(
   token: string,
   err: LedgerUnreachableError,
   logger: Logger | undefined,
+  ids?: IdentifierStorer,
 ): Promise<never> {
   const waitMs = ledgerBackoff.next();
   logger?.warn(
     {
-      jobId: job.id,
+      jobId: job.id && ids ? ids('jobId', job.id) : job.id,
       what: err.what,
       code: (err.cause as { code?: unknown } | undefined)?.code,
       waitMs,

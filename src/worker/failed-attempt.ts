@@ -1,4 +1,5 @@
 import type { Job } from 'bullmq';
+import type { IdentifierStorer } from '../audit/stored-identifier.js';
 import { DEFAULT_REDACTION_POLICY } from '../redaction/define-policy.js';
 import type { RedactedError } from '../redaction/error-shape.js';
 import { redactError } from '../redaction/redact-error.js';
@@ -19,6 +20,8 @@ export type FailedAttemptSettings = {
   operation: string;
   logger?: Logger | undefined;
   logErrorText?: boolean | undefined;
+  /** The job id as the trail tells it (see `identifierAsStored`). @defaultValue as it is */
+  ids?: IdentifierStorer | undefined;
 };
 
 /** Errors {@link failedAttempt} made: handed on as they are, and told once. */
@@ -58,7 +61,7 @@ export function failedAttempt(err: unknown, at: FailedAttemptAt, s: FailedAttemp
     );
   }
   TOLD.add(handed);
-  if (s.logger) tell(s.logger, handed, at, hint, s.logErrorText === true);
+  if (s.logger) tell(s.logger, handed, at, hint, s.logErrorText === true, s.ids);
   return handed;
 }
 
@@ -67,7 +70,14 @@ export function failedAttempt(err: unknown, at: FailedAttemptAt, s: FailedAttemp
  * `errorText`, the original's message, causes and first frame as the scanners leave them. Never
  * throws: the error to hand BullMQ matters more.
  */
-function tell(logger: Logger, handed: Error, at: FailedAttemptAt, hint: string | undefined, errorText: boolean): void {
+function tell(
+  logger: Logger,
+  handed: Error,
+  at: FailedAttemptAt,
+  hint: string | undefined,
+  errorText: boolean,
+  ids: IdentifierStorer | undefined,
+): void {
   const attempt = at.job.attemptsMade + 1;
   const line =
     hint && handed.message.endsWith(`; ${hint}`) ? handed.message.slice(0, -hint.length - 2) : handed.message;
@@ -87,7 +97,7 @@ function tell(logger: Logger, handed: Error, at: FailedAttemptAt, hint: string |
         key: at.key,
         epoch: at.epoch,
         attempt,
-        jobId: at.job.id,
+        jobId: at.job.id && ids ? ids('jobId', at.job.id, at.key ? { operationId: at.key } : {}) : at.job.id,
         queue: at.job.queueName,
         ...(told.text ? { error: told.text } : {}),
         ...(told.frame ? { at: told.frame } : {}),

@@ -84,6 +84,7 @@ export class ProcessorContextFactory<DB> {
       {
         store: this.confirmations(),
         keyring: this.s.keyring,
+        ids: this.s.ids,
         emit: (kind, c) =>
           this.recorder.events.emit(scope, 'confirmation', kind === 'requested' ? 'pending_confirmation' : 'allow', {
             epoch,

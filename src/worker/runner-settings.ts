@@ -1,5 +1,7 @@
 import { hostname } from 'node:os';
 import type { Kysely } from 'kysely';
+import { type IdentifierStorer, identifierStorer } from '../audit/stored-identifier.js';
+import { auditPolicyFor } from '../config/audit-policy.js';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import type { Operation } from '../operation/define-operation.js';
 import { assertRetentionCovers, BULLMQ_DEFAULTS, retryWindowMs } from '../operation/retry-window.js';
@@ -17,6 +19,8 @@ export type RunnerSettings<DB = unknown> = {
   readonly db: Kysely<DB>;
   /** How long a job waits (delayed) before it looks again at a key in progress elsewhere. */
   readonly pollMs: number;
+  /** Task, job and step ids and queue names as the ledger, confirmations and logs keep them (see `identifierAsStored`). */
+  readonly ids: IdentifierStorer;
 };
 
 /**
@@ -47,6 +51,14 @@ export function resolveSettings<DB>(op: Operation, options: WithIdempotencyOptio
     keyring: options.keyring,
     owner: options.owner ?? `${hostname()}:${process.pid}`,
     db: (options.db ?? options.ledger.db) as Kysely<DB>,
+    ids: identifiersOf(options),
     pollMs: options.inProgressPollMs ?? Math.min(1000, Math.max(50, Math.floor(op.leaseMs / 10))),
   };
+}
+
+/** How the wrapper keeps ids (see `identifierAsStored`): under `identifierPolicy`, else the keyring's built-in policy. */
+export function identifiersOf(
+  options: Pick<WithIdempotencyOptions<unknown>, 'identifierPolicy' | 'keyring'>,
+): IdentifierStorer {
+  return identifierStorer(options.identifierPolicy ?? auditPolicyFor(options.keyring));
 }

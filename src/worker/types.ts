@@ -5,6 +5,7 @@ import type { IdempotencyKey } from '../keys/idempotency-key.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import type { IdempotencyObserver } from '../observability/observer.js';
 import type { RetryJobOptions, WorkerTiming } from '../operation/retry-window.js';
+import type { RedactionPolicy } from '../redaction/define-policy.js';
 import type { Keyring } from '../sealing/keyring.js';
 import type { Logger } from '../shared/logger.js';
 import type { AuditSink } from '../shared/wrapper-event.js';
@@ -107,6 +108,14 @@ export type WithIdempotencyOptions<DB = unknown> = {
   keyring: Keyring;
   /** Audit sink; events are dropped when none is given. */
   audit?: AuditSink;
+  /**
+   * The policy task, job and step ids and queue names are kept under wherever the wrapper stores
+   * or tells them (the ledger's `task_id`, `job_id`, `step_id`, `queue`, confirmations, log
+   * lines): in clear when they match an identifier format, else as the keyed reference the audit
+   * trail holds. Give the audit emitter's policy; `createIdempotency` gives its own.
+   * @defaultValue the built-in policy keyed from `keyring` (`keyring.refKeys()`)
+   */
+  identifierPolicy?: RedactionPolicy;
   /** Where the wrapper tells what the audit trail does not: one `warn` line per failed attempt (code, class, key, epoch, attempt, how to open the stored copy), and more. */
   logger?: Logger;
   /**

@@ -5,6 +5,7 @@ import { runPhase } from '../observability/observer.js';
 import type { Operation } from '../operation/define-operation.js';
 import type { SealedResult } from '../sealing/sealed-result.js';
 import { AttemptRunner } from './attempt-runner.js';
+import { identifiersOf } from './runner-settings.js';
 import type { IdempotentProcessor, WithIdempotencyOptions } from './types.js';
 
 /** The processor, ledger and audit sink as an observer sees them (unchanged without one). */
@@ -15,6 +16,7 @@ function observed<I, R, DB>(
 ): [IdempotentProcessor<I, R, DB>, WithIdempotencyOptions<DB>] {
   const { observer } = options;
   if (!observer) return [processor, options];
+  const ids = identifiersOf(options as WithIdempotencyOptions<unknown>);
   const run: IdempotentProcessor<I, R, DB> = (input, ctx) =>
     runPhase(
       observer,
@@ -25,7 +27,7 @@ function observed<I, R, DB>(
         epoch: ctx.epoch,
         attemptsMade: ctx.attemptsMade,
         queue: ctx.job.queueName,
-        ...(ctx.job.id ? { jobId: ctx.job.id } : {}),
+        ...(ctx.job.id ? { jobId: ids('jobId', ctx.job.id, { operationId: ctx.idempotencyKey }) } : {}),
       },
       () => processor(input, ctx),
     );

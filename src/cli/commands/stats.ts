@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import { type AuditBacklog, auditBacklog } from '../../audit/audit-backlog.js';
 import { type DeadLetterStats, deadLetterStats } from '../../audit/dead-letters.js';
+import { type RefKeyUsage, refKeyUsage } from '../../audit/ref-keys.js';
 import { ServiceUnavailableError } from '../../config/errors.js';
 import { ConfirmationStore } from '../../confirm/confirmation-store.js';
 import { DEFAULT_SWEEPER_QUEUE, sweeperScheduled } from '../../jobs/ledger-sweeper.js';
@@ -27,6 +28,11 @@ export type Stats = {
    * when Redis was not read.
    */
   schedules: { sweeper: boolean; relay: boolean } | null;
+  /**
+   * Keyed refs stored in the identifier columns (trail, ledger, confirmations) by key id, and
+   * those made under a key the keyring (`BQI_KEYRING`) does not hold; null without a keyring.
+   */
+  refs: RefKeyUsage | null;
 };
 
 /**
@@ -48,13 +54,15 @@ export async function collectStats(ctx: CliContext): Promise<Stats> {
   const pool = await ctx.pool();
   const s = ctx.schema;
   const auditQueue = await auditQueueOf(ctx);
-  const [ledger, confirmations, backlog, deadLetters, sweeper, relay] = await Promise.all([
+  const keyring = ctx.config.keyring;
+  const [ledger, confirmations, backlog, deadLetters, sweeper, relay, refs] = await Promise.all([
     ledgerStats(pool, s),
     new ConfirmationStore(pool, s).pending(),
     auditBacklog(pool, s, auditQueue.queue),
     deadLetterStats(pool, s),
     auditQueue.queue ? sweeperScheduled(await ctx.queue(DEFAULT_SWEEPER_QUEUE)) : null,
     auditQueue.queue ? relayScheduled(await ctx.queue(DEFAULT_RELAY_QUEUE)) : null,
+    keyring ? refKeyUsage(pool, s, keyring.ids) : null,
   ]);
   return {
     schema: s,
@@ -63,6 +71,7 @@ export async function collectStats(ctx: CliContext): Promise<Stats> {
     confirmations: { pending: confirmations.count, oldestPendingAt: confirmations.oldestAt },
     audit: { ...backlog, deadLetters, ...(auditQueue.notRead ? { queueNotRead: auditQueue.notRead } : {}) },
     schedules: sweeper === null || relay === null ? null : { sweeper, relay },
+    refs,
   };
 }
 
@@ -125,7 +134,17 @@ export function renderStats(st: Stats): string {
           : 'MISSING from Redis: a running operations process re-creates it at its next check (one relay interval)'
     }`,
   );
+  lines.push(`refs          ${renderRefs(st.refs)}`);
   return lines.join('\n');
+}
+
+function renderRefs(refs: RefKeyUsage | null): string {
+  if (refs === null) return 'not checked (BQI_KEYRING unset)';
+  const held = Object.entries(refs.byKey).filter(([k]) => !refs.unknown.some((u) => u.keyId === k));
+  const told = held.length === 0 ? 'none' : held.map(([k, n]) => `${n} under ${k}`).join(', ');
+  if (refs.unknown.length === 0) return `${told}; every key that made them is in the keyring`;
+  const unknown = refs.unknown.map((u) => `${u.refs} under ${u.keyId}`).join(', ');
+  return `${told}; UNKNOWN KEY: ${unknown}, made by a key the keyring does not hold (a process without BQI_KEYRING, or a key removed): lookups by a clear id cannot find them`;
 }
 
 export async function statsCommand(ctx: CliContext, opts: { json?: boolean }): Promise<void> {
