@@ -29,6 +29,8 @@ export type Services = {
   maxConnections?: number;
   /** True when a service was started in a container for this run: {@link Services.stop} removes it. */
   containers: boolean;
+  /** The data folder of the embedded PostgreSQL started for this run ({@link Services.stop} removes it), if one was. */
+  embeddedDataDir?: string;
   stop(): Promise<void>;
 };
 
@@ -138,6 +140,7 @@ export async function resolveServices(options: ServicesOptions = {}): Promise<Se
   let databaseUrl = process.env.DATABASE_URL || undefined;
   let redisUrl = process.env.REDIS_URL || undefined;
   let maxConnections: number | undefined;
+  let embeddedDataDir: string | undefined;
   await checkSetUrls(databaseUrl, redisUrl);
 
   if (!databaseUrl) {
@@ -199,6 +202,7 @@ export async function resolveServices(options: ServicesOptions = {}): Promise<Se
     const embedded = await startEmbeddedPostgres();
     stops.push(() => embedded.stop());
     databaseUrl = embedded.url;
+    embeddedDataDir = embedded.dataDir;
     notes.push(`an embedded PostgreSQL ${embedded.version} at ${display(embedded.url)} (its data removed after)`);
   }
   if (options.embedded && databaseUrl && !redisUrl) {
@@ -218,7 +222,8 @@ export async function resolveServices(options: ServicesOptions = {}): Promise<Se
     databaseUrl,
     redisUrl,
     ...(maxConnections === undefined ? {} : { maxConnections }),
-    containers: stops.length > 0,
+    containers: stops.length > (embeddedDataDir ? 1 : 0),
+    ...(embeddedDataDir ? { embeddedDataDir } : {}),
     stop,
   };
 }
