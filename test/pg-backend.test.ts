@@ -2,7 +2,10 @@ import type { ChildProcess } from 'node:child_process';
 import type { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/env.js';
 import { runBackfill } from '../src/jobs/audit-backfill.js';
+import { boundedKey } from '../src/keys/idempotency-key.js';
+import { startOperationsProcess } from '../src/ops/operations-process.js';
 import { createIdempotency, type Idempotency } from '../src/runtime/create-idempotency.js';
 import { unseal } from '../src/sealing/sealed-result.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
@@ -10,7 +13,7 @@ import { pgChargeOperation as charge } from './fixtures/pg-backend.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { TEST_KEYRING_SPEC, testKeyring } from './helpers/keyring.js';
 import type { PgBackendChildConfig } from './helpers/pg-backend-child.js';
-import { type Collected, childEnv, spawnTs } from './helpers/spawn.js';
+import { type Collected, childEnv, runTs, spawnTs } from './helpers/spawn.js';
 
 /**
  * The core behaviours with the queues on BullMQ's own PostgreSQL backend: the queue URL is the
@@ -192,5 +195,59 @@ describe("BullMQ's PostgreSQL backend", () => {
       `select count(*) as n from ${t.schema}.audit_events where action = 'idempotency.completed'`,
     );
     expect(Number(restored.rows[0]?.n)).toBe(deleted.rowCount);
+  });
+
+  it('re-runs an invalidated key’s finished job on this backend (rerun), the downstream replaying it', async () => {
+    const { jobId, key } = await idem.enqueue(charge, { order: 'pg-rerun', amount: 800 });
+    await idem.result(charge, jobId);
+    await idem.invalidate(key, { actor: 'ops-test', reason: 'resend' });
+    const outcome = await idem.rerun(key);
+    expect(outcome).toMatchObject({ kind: 'retried', from: 'completed', jobId });
+    await waitFor(async () => (await idem.inspect(key))?.status === 'completed', 'the re-run to complete');
+    expect((await idem.inspect(key))?.epoch).toBe(2);
+    expect(commitsOf('pg-rerun')).toBe(1);
+  });
+});
+
+describe("the operations process and the CLI on BullMQ's PostgreSQL backend (REDIS_URL=postgres://…)", () => {
+  const env = {
+    DATABASE_URL: t.databaseUrl,
+    REDIS_URL: t.databaseUrl,
+    BQI_SCHEMA: t.schema,
+    BQI_PREFIX: queueSchema,
+    BQI_HTTP_PORT: '0',
+    BQI_KEYRING: TEST_KEYRING_SPEC,
+    LOG_LEVEL: 'silent',
+  };
+
+  it('serves /readyz and /metrics, keeps its schedules (a deleted one is re-created)', async () => {
+    const ops = await startOperationsProcess(loadConfig(env));
+    try {
+      const base = `http://127.0.0.1:${ops.http?.address?.port}`;
+      const ready = await fetch(`${base}/readyz`);
+      expect(ready.status, await ready.clone().text()).toBe(200);
+      const metrics = await (await fetch(`${base}/metrics`)).text();
+      expect(metrics).toContain('bullmq_idempotency_figures_up 1');
+      const sweeper = ops.schedules.sweeper;
+      expect(await sweeper.exists()).toBe(true);
+      const queue = idem.queue('bullmq-idempotency-sweeper');
+      const schedulers = await queue.getJobSchedulers();
+      for (const s of schedulers) await queue.removeJobScheduler(s.key);
+      expect(await sweeper.exists()).toBe(false);
+      expect(await sweeper.check()).toBe('scheduled');
+      expect(sweeper.recreated).toBe(1);
+      expect(await sweeper.exists()).toBe(true);
+    } finally {
+      await ops.close();
+    }
+  });
+
+  it('the CLI inspects a key with the queues on Postgres', async () => {
+    const { jobId, key } = await idem.enqueue(charge, { order: 'pg-cli', amount: 100 });
+    await idem.result(charge, jobId);
+    const out = await runTs('src/cli/main.ts', ['inspect', boundedKey(key), '--json'], childEnv(env));
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stdout).toContain('completed');
+    expect(out.stdout).toContain(jobId);
   });
 });
