@@ -56,6 +56,10 @@
  * row versions a drain leaves are its cost, paid at once instead of by an autovacuum worker
  * during another variant's drain (whose Postgres CPU counts every autovacuum worker).
  *
+ * Then, in the same sitting, the pair on BullMQ's PostgreSQL backend (bench/lib/postgres-backend-pair.ts):
+ * raw BullMQ vs the wrapper, fresh and replay, BENCH_PG_JOBS jobs per run; `--backends redis` or
+ * `--backends postgres` (BENCH_BACKENDS) runs one side only.
+ *
  * Run: `npm run bench` (DATABASE_URL, REDIS_URL; BENCH_JOBS, BENCH_ROUNDS, and BENCH_ONLY, a
  * comma list of raw,naive,floor,powertools,library,intents, to narrow it for profiling; BENCH_CPU_PROFILE=dir
  * writes a V8 CPU profile of each drain, which `npx tsx bench/profile-summary.ts` summarises).
@@ -87,6 +91,7 @@ import { sealResult } from '../src/sealing/sealed-result.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { jsonLine } from './lib/json-line.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
+import { reportPostgresPair, runPostgresPair } from './lib/postgres-backend-pair.js';
 import { type CpuSplit, cpuSnapshot, cpuSplit, perThousand } from './lib/proc-cpu.js';
 import { alternatingRounds, rotated } from './lib/rounds.js';
 import { median, perRoundRatios, round2 } from './lib/stats.js';
@@ -99,6 +104,22 @@ const BENCH_KEYRING = defineKeyring({ keys: [{ id: 'bench', secret: BENCH_KEY }]
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const JOBS = Number(process.env.BENCH_JOBS ?? 20_000);
+/** Jobs per run of the pair on BullMQ's PostgreSQL backend (about a third of Redis's rate). */
+const PG_JOBS = Number(process.env.BENCH_PG_JOBS ?? 5_000);
+
+/**
+ * `--backends redis,postgres` (or BENCH_BACKENDS): the queue backends to measure: `redis` runs the
+ * units above on Redis, `postgres` the pair on BullMQ's PostgreSQL backend (raw vs the wrapper,
+ * fresh and replay). @defaultValue both, in one sitting
+ */
+function queueBackends(): ('redis' | 'postgres')[] {
+  const i = process.argv.indexOf('--backends');
+  const text = i >= 0 ? (process.argv[i + 1] ?? '') : (process.env.BENCH_BACKENDS ?? 'redis,postgres');
+  const names = text.split(',').map((n) => n.trim());
+  const bad = names.filter((n) => n !== 'redis' && n !== 'postgres');
+  if (bad.length > 0 || names.length === 0) throw new Error(`--backends takes redis,postgres, not ${text}`);
+  return names as ('redis' | 'postgres')[];
+}
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONCURRENCY = 50;
 const CHUNK = 1000;
@@ -1047,6 +1068,7 @@ async function main(): Promise<void> {
     only.includes(u),
   );
   if (units.length === 0) throw new Error(`BENCH_ONLY names no unit: ${process.env.BENCH_ONLY}`);
+  const backends = queueBackends();
 
   // Every connection of this run carries the run's application_name (see postgresPids).
   const url = new URL(DATABASE_URL);
@@ -1081,38 +1103,62 @@ async function main(): Promise<void> {
     console.error(
       `bench wrapper: run ${runId}, ${JOBS} jobs x ${ROUNDS} rounds, concurrency ${CONCURRENCY}, pg pools ${POOL_SIZE}, units ${units.join(',')}, ${sourceVersion()}`,
     );
-    for (const unit of units) await runUnit(ctx, unit, 'w', WARMUP_JOBS);
-
     const results: Results = new Map();
-    for (let round = 0; round < ROUNDS; round++) {
-      // Rotate the order each round, so no variant always runs first (or last) in a round.
-      for (const unit of rotated(units, round)) {
-        const measured = await runUnit(ctx, unit, `r${round + 1}`, JOBS);
-        for (const [name, m] of measured) {
-          const series = results.get(name) ?? [];
-          series[round] = m;
-          results.set(name, series);
-          const others = m.cpu?.others.map(([comm, sec]) => `${comm} ${sec.toFixed(2)}`).join(', ');
-          console.error(
-            `  round ${round + 1} ${name.padEnd(17)} ${String(Math.round(m.perSec)).padStart(6)} jobs/s, peak RSS ${m.peakRssMb.toFixed(0)} MB` +
-              (m.cpu ? `; other CPU s/1000 jobs: irq ${m.cpu.irq.toFixed(2)}, ${others || '-'}` : ''),
-          );
+    let workers = new Map<number, WorkersMeasurement[]>();
+    if (backends.includes('redis')) {
+      for (const unit of units) await runUnit(ctx, unit, 'w', WARMUP_JOBS);
+
+      for (let round = 0; round < ROUNDS; round++) {
+        // Rotate the order each round, so no variant always runs first (or last) in a round.
+        for (const unit of rotated(units, round)) {
+          const measured = await runUnit(ctx, unit, `r${round + 1}`, JOBS);
+          for (const [name, m] of measured) {
+            const series = results.get(name) ?? [];
+            series[round] = m;
+            results.set(name, series);
+            const others = m.cpu?.others.map(([comm, sec]) => `${comm} ${sec.toFixed(2)}`).join(', ');
+            console.error(
+              `  round ${round + 1} ${name.padEnd(17)} ${String(Math.round(m.perSec)).padStart(6)} jobs/s, peak RSS ${m.peakRssMb.toFixed(0)} MB` +
+                (m.cpu ? `; other CPU s/1000 jobs: irq ${m.cpu.irq.toFixed(2)}, ${others || '-'}` : ''),
+            );
+          }
         }
       }
+      report(results);
+      if (WORKER_COUNTS.length) {
+        console.error(`bench wrapper: worker processes ${WORKER_COUNTS.join(', ')} on one queue`);
+        for (const n of WORKER_COUNTS) await runWorkers(ctx, databaseUrl, n, 'w', WARMUP_JOBS);
+        workers = await alternatingRounds<number, WorkersMeasurement>(WORKER_COUNTS, ROUNDS, async (n, round) => {
+          const m = await runWorkers(ctx, databaseUrl, n, `r${round + 1}`, JOBS);
+          console.error(`  round ${round + 1} ${n} worker process(es) ${Math.round(m.perSec)} jobs/s`);
+          return m;
+        });
+        reportWorkers(workers);
+      }
     }
-    report(results);
-    let workers = new Map<number, WorkersMeasurement[]>();
-    if (WORKER_COUNTS.length) {
-      console.error(`bench wrapper: worker processes ${WORKER_COUNTS.join(', ')} on one queue`);
-      for (const n of WORKER_COUNTS) await runWorkers(ctx, databaseUrl, n, 'w', WARMUP_JOBS);
-      workers = await alternatingRounds<number, WorkersMeasurement>(WORKER_COUNTS, ROUNDS, async (n, round) => {
-        const m = await runWorkers(ctx, databaseUrl, n, `r${round + 1}`, JOBS);
-        console.error(`  round ${round + 1} ${n} worker process(es) ${Math.round(m.perSec)} jobs/s`);
-        return m;
+    let pair: Record<string, number> = {};
+    if (backends.includes('postgres')) {
+      console.error(
+        `bench wrapper: BullMQ's PostgreSQL backend, raw vs withIdempotency, ${PG_JOBS} jobs x ${ROUNDS} rounds`,
+      );
+      const measured = await runPostgresPair({
+        databaseUrl,
+        ledger,
+        keyring: BENCH_KEYRING,
+        jobs: PG_JOBS,
+        rounds: ROUNDS,
+        concurrency: CONCURRENCY,
+        log: (line) => console.error(line),
       });
-      reportWorkers(workers);
+      const reported = reportPostgresPair(measured);
+      for (const line of reported.lines) console.log(line);
+      pair = reported.json;
     }
-    jsonLine('wrapper', { ...summary(results), ...(workers.size ? workersSummary(workers) : {}) });
+    jsonLine('wrapper', {
+      ...(results.size ? summary(results) : {}),
+      ...(workers.size ? workersSummary(workers) : {}),
+      ...pair,
+    });
   } catch (error) {
     failed = true;
     throw error;

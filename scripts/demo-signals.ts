@@ -7,6 +7,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
+import { isPostgresQueueUrl } from '../src/shared/queue-backend.js';
 import { type DemoPlace, demoLeftovers, removeDemoData } from './demo-data.js';
 
 /** How long a run's "alive" key outlives its last renewal. */
@@ -61,10 +62,15 @@ function bounded<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
  */
 export async function interruptible(run: DemoRun): Promise<Interruption> {
   const children = new Set<ChildProcess>();
-  const redis = new Redis(run.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true });
-  redis.on('error', () => {});
-  const renew = () => redis.set(aliveKey(run.place), String(process.pid), 'PX', ALIVE_TTL_MS).catch(() => {});
-  await redis.connect().catch(() => {});
+  // The alive marker is a Redis key; with the queues on BullMQ's PostgreSQL backend there is none.
+  const redis = isPostgresQueueUrl(run.redisUrl)
+    ? undefined
+    : new Redis(run.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true });
+  redis?.on('error', () => {});
+  const renew = async () => {
+    await redis?.set(aliveKey(run.place), String(process.pid), 'PX', ALIVE_TTL_MS).catch(() => {});
+  };
+  await redis?.connect().catch(() => {});
   await renew();
   const renewal = setInterval(renew, ALIVE_TTL_MS / 3);
   renewal.unref();
@@ -107,7 +113,7 @@ export async function interruptible(run: DemoRun): Promise<Interruption> {
   async function cleanUp(r: DemoRun): Promise<boolean> {
     // A part not made yet when the signal came throws: nothing to close.
     for (const close of r.closers()) await bounded(Promise.resolve().then(close), CLOSE_BOUND_MS);
-    await redis.quit().catch(() => {});
+    await redis?.quit().catch(() => {});
     await removeDemoData(r.place, r.databaseUrl, r.redisUrl);
     await bounded(r.stopServices(), CLOSE_BOUND_MS * 3);
     return true;
@@ -119,8 +125,8 @@ export async function interruptible(run: DemoRun): Promise<Interruption> {
     settled: () => (signalled ? new Promise<void>(() => {}) : Promise.resolve()),
     done: async () => {
       clearInterval(renewal);
-      await redis.del(aliveKey(run.place)).catch(() => {});
-      await redis.quit().catch(() => {});
+      await redis?.del(aliveKey(run.place)).catch(() => {});
+      await redis?.quit().catch(() => {});
       process.off('SIGINT', onInt);
       process.off('SIGTERM', onTerm);
     },

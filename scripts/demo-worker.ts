@@ -5,9 +5,10 @@
  * { databaseUrl, redisUrl, schema, prefix, queue, downstreamUrl }; the keyring comes in
  * `BQI_KEYRING`, never on the command line.
  */
-import { Queue, Worker } from 'bullmq';
 import { PostgresLedger } from '../src/entries/ledger.js';
 import { withIdempotency } from '../src/index.js';
+import { openQueue, openWorker } from '../src/shared/queue-backend.js';
+import { demoConnection } from './demo-data.js';
 import {
   chargeOperation,
   chargeProcessor,
@@ -27,16 +28,16 @@ const cfg = JSON.parse(process.argv[2] as string) as {
 };
 // Never outlive the demo: its end (a signal, a crash) closes this pipe, even while starting up.
 process.stdin.on('end', () => process.exit(0)).resume();
-const connection = { url: cfg.redisUrl, maxRetriesPerRequest: null };
+const connection = demoConnection(cfg.redisUrl, cfg.prefix);
 const keyring = demoKeyring();
 const ledger = new PostgresLedger({ connectionString: cfg.databaseUrl, schema: cfg.schema, poolSize: 2 });
-const auditQueue = new Queue(DEMO_AUDIT_QUEUE, { connection, prefix: cfg.prefix });
+const auditQueue = openQueue(DEMO_AUDIT_QUEUE, { connection, prefix: cfg.prefix });
 const audit = demoAuditEmitter(auditQueue, ledger.pool, cfg.schema, keyring, 'demo-worker-2');
 const hang = () => {
   process.stdout.write('committed\n');
   return new Promise<never>(() => {}); // the demo kills this process now
 };
-const worker = new Worker(
+const worker = openWorker(
   cfg.queue,
   withIdempotency(chargeOperation('idempotent'), chargeProcessor(cfg.downstreamUrl, true, hang), {
     ledger,

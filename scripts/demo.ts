@@ -16,14 +16,23 @@ import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
-import { type Job, Queue, Worker } from 'bullmq';
+import type { Job, Queue, Worker } from 'bullmq';
 import { AuditStore, createAuditWriter, renderTimeline, timeline } from '../src/entries/audit.js';
 import { migrate, PostgresLedger, relayIntents } from '../src/entries/ledger.js';
 import { answerConfirmation, listConfirmations } from '../src/entries/ops.js';
 import { type IdempotentProcessor, parseKeyringSpec, unseal, withIdempotency } from '../src/index.js';
+import { openQueue, openWorker } from '../src/shared/queue-backend.js';
 import { postEffect, startCommitCounter } from '../src/testing/index.js';
 import { auditWritten, showBackfill } from './demo-audit.js';
-import { demoPlace, removeDemoData } from './demo-data.js';
+import {
+  demoConnection,
+  demoPlace,
+  demoPrefix,
+  loseJobs,
+  queueStore,
+  recordsHolding,
+  removeDemoData,
+} from './demo-data.js';
 import {
   type ChargeInput,
   type ChargeOperation,
@@ -53,10 +62,10 @@ if (args[0] === '--clean' && args.length === 1) {
 }
 if (args[0] === '--clean') {
   const place = demoPlace(args[1] ?? '');
-  const svc = await services();
+  const svc = await services({ embedded: true });
   await removeDemoData(place, svc.databaseUrl, svc.redisUrl);
   await svc.stop();
-  console.log(`removed schema ${place.schema} and the keys under ${place.prefix}`);
+  console.log(`removed schema ${place.schema} and the queues under ${demoPrefix(place, svc.redisUrl)}`);
   process.exit(0);
 }
 if (args.some((a) => a !== '--keep')) {
@@ -64,9 +73,10 @@ if (args.some((a) => a !== '--keep')) {
   process.exit(2);
 }
 
-const svc = await services();
+const svc = await services({ embedded: true });
 const place = demoPlace(randomBytes(3).toString('hex'));
-const { schema, prefix } = place;
+const { schema } = place;
+const prefix = demoPrefix(place, svc.redisUrl);
 const closers: (() => Promise<unknown>)[] = [];
 // From here a signal ends the demo's processes and removes this run's data.
 const run = await interruptible({
@@ -76,8 +86,8 @@ const run = await interruptible({
   stopServices: () => svc.stop(),
   closers: () => [...closers, () => ds.close(), () => ledger.close()],
 });
-process.stderr.write(`run ${place.id}: schema ${schema}, keys under ${prefix}\n`);
-const connection = { url: svc.redisUrl, maxRetriesPerRequest: null };
+process.stderr.write(`run ${place.id}: schema ${schema}, queues under ${prefix}\n`);
+const connection = demoConnection(svc.redisUrl, prefix);
 await migrate({ connectionString: svc.databaseUrl, schema });
 const ledger = new PostgresLedger({ connectionString: svc.databaseUrl, schema });
 const ds = await startCommitCounter();
@@ -85,7 +95,7 @@ const ds = await startCommitCounter();
 const ownKeyring = process.env.BQI_KEYRING;
 const keyringSpec = ownKeyring ?? `demo:base64:${randomBytes(32).toString('base64')}`;
 const keyring = parseKeyringSpec(keyringSpec);
-const auditQueue = new Queue(DEMO_AUDIT_QUEUE, { connection, prefix });
+const auditQueue = openQueue(DEMO_AUDIT_QUEUE, { connection, prefix });
 const audit = demoAuditEmitter(auditQueue, ledger.pool, schema, keyring, 'demo-worker-1');
 const writer = createAuditWriter({
   connection,
@@ -104,13 +114,13 @@ const rows: Row[] = [];
 let qn = 0;
 
 function queue(): Queue {
-  const q = new Queue(`charges-${++qn}`, { connection, prefix });
+  const q = openQueue(`charges-${++qn}`, { connection, prefix });
   closers.push(() => q.close());
   return q;
 }
 
 function worker(q: Queue, processor: (job: Job) => Promise<unknown>, concurrency = 5): Worker {
-  const w = new Worker(q.name, processor, { connection, prefix, concurrency, ...DEMO_WORKER_TIMING });
+  const w = openWorker(q.name, processor, { connection, prefix, concurrency, ...DEMO_WORKER_TIMING });
   w.on('error', () => {});
   closers.unshift(() => w.close());
   return w;
@@ -352,27 +362,13 @@ try {
     const again = await q.add('charge', { order: 'G-700', amount: 2500, note: 'replay' });
     const replay = await finished(q, again.id as string);
     const exact = [first, replay].every((f) => isDeepStrictEqual(unseal(f.job.returnvalue, keyring), returned));
-    const { Redis } = await import('ioredis');
-    const redis = new Redis(svc.redisUrl);
-    let inRedis = 0;
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      cursor = next;
-      for (const k of keys) {
-        const type = await redis.type(k);
-        const dump =
-          type === 'hash' ? JSON.stringify(await redis.hgetall(k)) : type === 'string' ? await redis.get(k) : '';
-        if (dump?.includes(token)) inRedis++;
-      }
-    } while (cursor !== '0');
-    await redis.quit();
+    const inRedis = await recordsHolding(svc.redisUrl, prefix, token);
     const row = await ledger.get(key);
     const inPostgres = JSON.stringify(row).includes(token) ? 1 : 0;
     return {
       intents: 1,
       ledger: await ledgerState(key),
-      outcome: `${outcome([first, replay])}; unsealed = returned: ${exact}; token in Redis keys: ${inRedis}, in the ledger: ${inPostgres}`,
+      outcome: `${outcome([first, replay])}; unsealed = returned: ${exact}; token in ${queueStore(svc.redisUrl) === 'Redis' ? 'Redis keys' : queueStore(svc.redisUrl)}: ${inRedis}, in the ledger: ${inPostgres}`,
     };
   });
 
@@ -442,12 +438,11 @@ try {
     const relay = () => relayIntents({ pool: ledger.pool, schema, queue: () => q, recheckAfterMs: 0 });
     await relay();
     // Redis loses every job before a worker claims one (a restart without persistence).
-    const { Redis } = await import('ioredis');
-    const redis = new Redis(svc.redisUrl);
-    let lost = 0;
-    for (const a of accepted) lost += await redis.del(q.toKey(a.jobId));
-    for (const k of await redis.keys(`${q.toKey('')}*`)) await redis.del(k);
-    await redis.quit();
+    const lost = await loseJobs(
+      svc.redisUrl,
+      q,
+      accepted.map((a) => a.jobId),
+    );
     const { readded } = await relay();
     worker(q, wrap(idem, chargeProcessor(ds.url)));
     const done = await Promise.all(accepted.map((a) => finished(q, a.jobId)));
@@ -455,7 +450,7 @@ try {
     return {
       intents: orders.length,
       ledger: [...states].join(', '),
-      outcome: `${lost} jobs deleted from Redis before a claim; ${readded} added again by the relay: ${done.filter((d) => d.state === 'completed').length}× ok`,
+      outcome: `${lost} jobs deleted from ${queueStore(svc.redisUrl)} before a claim; ${readded} added again by the relay: ${done.filter((d) => d.state === 'completed').length}× ok`,
     };
   });
 } finally {

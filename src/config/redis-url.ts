@@ -3,6 +3,8 @@
  * seed nodes of a Redis Cluster: `redis+cluster://host:7000,host:7001,host:7002` (`rediss+cluster`
  * for TLS), or a comma-separated list of node URLs (`redis://host:7000,redis://host:7001`). The
  * client learns the other nodes from any one seed. Credentials may be given on the first node.
+ * A `postgres://` (or `postgresql://`) URL puts the queues on BullMQ's own PostgreSQL backend
+ * instead: no Redis at all (docs/postgres-only.md).
  * Free of heavy imports: the CLI reads its configuration before loading ioredis.
  */
 
@@ -13,6 +15,8 @@ export type RedisNode = { host: string; port: number };
 /** Where the queues are: a single Redis or the nodes of a cluster. */
 export type RedisTarget =
   | { kind: 'single'; url: string }
+  /** BullMQ's PostgreSQL backend (`postgres://…`): the queues in Postgres, no Redis at all. */
+  | { kind: 'postgres'; url: string }
   | { kind: 'cluster'; nodes: RedisNode[]; tls: boolean; username?: string; password?: string };
 
 /** `REDIS_URL` is none of the accepted forms; the message says which part and why. */
@@ -23,6 +27,7 @@ export class RedisUrlError extends IdempotencyError<typeof ERROR_CODES.invalidRe
 }
 
 const SCHEME = /^(rediss?)(\+cluster)?:\/\//i;
+const POSTGRES_SCHEME = /^postgres(?:ql)?:\/\//i;
 const DEFAULT_PORT = 6379;
 
 /**
@@ -34,11 +39,20 @@ const DEFAULT_PORT = 6379;
  * // { kind: 'cluster', nodes: [{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7000 }], tls: false }
  */
 export function parseRedisUrl(text: string): RedisTarget {
+  if (POSTGRES_SCHEME.test(text.trim())) {
+    let u: URL | undefined;
+    try {
+      u = new URL(text.trim());
+    } catch {}
+    if (!u?.hostname) throw new RedisUrlError("must be a postgres:// URL naming a host (BullMQ's PostgreSQL backend)");
+    return { kind: 'postgres', url: text.trim() };
+  }
   const parts = text.split(',').map((p) => p.trim());
   const first = SCHEME.exec(parts[0] ?? '');
   if (!first) {
     throw new RedisUrlError(
-      'must be a redis:// (or rediss://) URL, or Redis Cluster nodes (redis+cluster://host:port,host:port,…)',
+      'must be a redis:// (or rediss://) URL, Redis Cluster nodes (redis+cluster://host:port,host:port,…), ' +
+        "or a postgres:// URL (BullMQ's PostgreSQL backend)",
     );
   }
   const base = (first[1] as string).toLowerCase();
@@ -91,7 +105,7 @@ function parseNode(text: string, base: string, index: number, inCluster: boolean
 
 /** A target fit for messages and logs: hosts and ports, never a password. */
 export function describeRedisTarget(target: RedisTarget): string {
-  if (target.kind === 'single') {
+  if (target.kind === 'single' || target.kind === 'postgres') {
     try {
       const u = new URL(target.url);
       return `${u.protocol}//${u.username ? `${u.username}@` : ''}${u.host}${u.pathname === '/' ? '' : u.pathname}`;

@@ -75,9 +75,15 @@ export async function connectPostgres(url: string, options: PoolOptions = {}): P
  */
 export async function checkRedis(url: string, timeoutMs = CONNECT_TIMEOUT_MS, variable = 'REDIS_URL'): Promise<void> {
   const target = parseRedisUrl(url);
+  if (target.kind === 'postgres') {
+    // BullMQ's PostgreSQL backend: the queues' database answers as any Postgres does.
+    const pool = await connectPostgres(url, { max: 1, timeoutMs, variable });
+    await pool.end();
+    return;
+  }
   const { Redis, Cluster } = await import('ioredis');
   const redis =
-    target.kind === 'single'
+    target.kind !== 'cluster'
       ? new Redis(url, {
           lazyConnect: true,
           connectTimeout: timeoutMs,
@@ -138,7 +144,8 @@ export type RedisConnection = {
 
 /**
  * Opens BullMQ's connection for `REDIS_URL`: options with the URL for a single node (as
- * before), or an ioredis `Cluster` on the seed nodes, which BullMQ takes as `connection` (its
+ * before), BullMQ's PostgreSQL backend for a `postgres://` URL (its tables in the schema
+ * `prefix` names, see `queueSchemaOf`), or an ioredis `Cluster` on the seed nodes, which BullMQ takes as `connection` (its
  * workers duplicate it for their blocking commands). BullMQ does not close a client it was given:
  * call `close()` after the queues and workers.
  *
@@ -147,8 +154,13 @@ export type RedisConnection = {
  * const queue = new Queue('audit', { connection: redis.connection, prefix: '{bull}' });
  * // … await queue.close(); await redis.close();
  */
-export async function openRedis(url: string): Promise<RedisConnection> {
+export async function openRedis(url: string, prefix = 'bull'): Promise<RedisConnection> {
   const target = parseRedisUrl(url);
+  if (target.kind === 'postgres') {
+    // Loaded on use, as ioredis is: BullMQ's tables in the schema the prefix names.
+    const { postgresQueueConnection } = await import('../shared/queue-backend.js');
+    return { connection: postgresQueueConnection(url, prefix), cluster: false, close: async () => {} };
+  }
   if (target.kind === 'single') {
     return { connection: { url, maxRetriesPerRequest: null }, cluster: false, close: async () => {} };
   }

@@ -1,4 +1,4 @@
-import { type ConnectionOptions, type Job, type Queue, Worker, type WorkerOptions } from 'bullmq';
+import type { ConnectionOptions, Job, Queue, Worker, WorkerOptions } from 'bullmq';
 import type pg from 'pg';
 import type { AuditEvent } from '../audit/audit-event.js';
 import { openCheckpoint, saveCheckpoint } from '../audit/backfill-checkpoint.js';
@@ -11,6 +11,7 @@ import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { scanLedger } from '../ledger/scans.js';
 import type { Logger } from '../shared/logger.js';
+import { openWorker } from '../shared/queue-backend.js';
 
 export const DEFAULT_BACKFILL_QUEUE = 'bullmq-idempotency-backfill';
 
@@ -125,7 +126,7 @@ export type BackfillWorkerOptions = Omit<BackfillOptions, 'onProgress' | 'signal
  * resumes from the checkpoint.
  */
 export function createBackfillWorker(options: BackfillWorkerOptions): Worker {
-  const worker = new Worker(
+  const worker = openWorker(
     options.queueName ?? DEFAULT_BACKFILL_QUEUE,
     async (job: Job, _token?: string, signal?: AbortSignal) => {
       const data = (job.data ?? {}) as { name?: string; since?: string };

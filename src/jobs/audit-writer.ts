@@ -13,6 +13,7 @@ import { errorLabel } from '../errors/clean-name.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
 import type { Logger } from '../shared/logger.js';
+import { queueBackendOf } from '../shared/queue-backend.js';
 
 export const DEFAULT_AUDIT_QUEUE = 'bullmq-idempotency-audit';
 
@@ -153,7 +154,8 @@ class AuditWriterWorker extends Worker {
     processor: Processor,
     opts: WorkerOptions,
   ) {
-    super(name, processor, opts);
+    // Undefined (BullMQ's default, Redis) unless the connection is BullMQ's PostgreSQL backend's.
+    super(name, processor, opts as never, queueBackendOf(opts.connection) as never);
   }
 
   /** Logs the chains' heads (`chainHeadsLogMs`). */

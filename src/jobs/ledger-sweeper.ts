@@ -1,4 +1,4 @@
-import { type ConnectionOptions, Job, Queue, Worker } from 'bullmq';
+import { type ConnectionOptions, Job, type Queue, type Worker } from 'bullmq';
 import { type AuditEvent, eventIdFor } from '../audit/audit-event.js';
 import { keptEventsForRecord, transitionEventIds } from '../audit/derive.js';
 import type { AuditEmitter } from '../audit/emitter.js';
@@ -17,6 +17,7 @@ import type { PostgresLedger, SweepCursor } from '../ledger/postgres-ledger.js';
 import { findStaleLocks, type StaleLock } from '../ledger/stale-locks.js';
 import { KeptSchedule, type KeptScheduleSpec, upsertKeptSchedule } from '../shared/kept-schedule.js';
 import type { Logger } from '../shared/logger.js';
+import { openQueue, openWorker } from '../shared/queue-backend.js';
 
 export const DEFAULT_SWEEPER_QUEUE = 'bullmq-idempotency-sweeper';
 export const SWEEPER_SCHEDULER_ID = 'ledger-sweeper';
@@ -142,7 +143,7 @@ export async function redriveStaleLocks(
   const queueOf = (name: string) => {
     let q = queues.get(name);
     if (!q) {
-      q = new Queue(name, { connection: options.connection, ...(options.prefix ? { prefix: options.prefix } : {}) });
+      q = openQueue(name, { connection: options.connection, ...(options.prefix ? { prefix: options.prefix } : {}) });
       q.on('error', () => {}); // a lookup that fails throws where it is awaited
       queues.set(name, q);
     }
@@ -277,7 +278,7 @@ export function createSweeperWorker(options: {
   auditPartitions?: AuditPartitionOptions | false;
 }): Worker {
   const partitions = options.auditPartitions ?? {};
-  const worker = new Worker(
+  const worker = openWorker(
     options.queueName ?? DEFAULT_SWEEPER_QUEUE,
     async (job) => {
       const result = await sweepLedger(options.ledger, {

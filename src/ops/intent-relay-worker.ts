@@ -1,9 +1,10 @@
-import { type ConnectionOptions, type Queue, Worker } from 'bullmq';
+import type { ConnectionOptions, Queue, Worker } from 'bullmq';
 import { Counter, type Registry } from 'prom-client';
 import { errorLabel } from '../errors/clean-name.js';
 import { DEFAULT_METRICS_PREFIX } from '../observability/metrics.js';
 import { KeptSchedule } from '../shared/kept-schedule.js';
 import type { Logger } from '../shared/logger.js';
+import { openWorker } from '../shared/queue-backend.js';
 import type { IntentRelay, RelayCounts } from './intent-relay.js';
 
 export const DEFAULT_RELAY_QUEUE = 'bullmq-idempotency-relay';
@@ -32,7 +33,7 @@ export function createRelayWorker(options: {
   queueName?: string;
   logger?: Logger;
 }): Worker {
-  const worker = new Worker(
+  const worker = openWorker(
     options.queueName ?? DEFAULT_RELAY_QUEUE,
     async () => {
       await options.relay.run();

@@ -49,14 +49,24 @@ export type RelayCounts = {
 
 export const emptyRelayCounts = (): RelayCounts => ({ relayed: 0, readded: 0, claimed: 0, waiting: 0, batches: 0 });
 
-/** Which jobs of `intents` exist in Redis (their hash), one pipelined round trip per queue. */
+/** Which jobs of `intents` exist (their hash in Redis: one pipelined round trip per queue). */
 async function jobsPresent(intents: DueIntent[], queueOf: (name: string) => Queue): Promise<Set<string>> {
   const byQueue = new Map<string, DueIntent[]>();
   for (const i of intents) byQueue.set(i.queue, [...(byQueue.get(i.queue) ?? []), i]);
   const present = new Set<string>();
   for (const [name, list] of byQueue) {
     const queue = queueOf(name);
-    const pipeline = (await queueRedis(queue)).pipeline();
+    const redis = await queueRedis(queue);
+    if (!redis) {
+      // Another backend (BullMQ's PostgreSQL backend): its stored form, one read per job.
+      const backend = queue.backend as unknown as { getJobData(id: string): Promise<unknown> };
+      const found = await Promise.all(list.map((i) => backend.getJobData(i.jobId)));
+      list.forEach((i, n) => {
+        if (found[n] !== undefined && found[n] !== null) present.add(i.key);
+      });
+      continue;
+    }
+    const pipeline = redis.pipeline();
     for (const i of list) pipeline.exists(queue.toKey(i.jobId));
     const replies = (await pipeline.exec()) ?? [];
     list.forEach((i, n) => {

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { Queue, type Worker } from 'bullmq';
+import type { Queue, Worker } from 'bullmq';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { collectDefaultMetrics, Registry } from 'prom-client';
@@ -27,6 +27,7 @@ import { PostgresLedger } from '../ledger/postgres-ledger.js';
 import { readReplicationFacts, replicationRisk } from '../ledger/replication-check.js';
 import { OperationsMetrics } from '../observability/operations-metrics.js';
 import { KeptSchedule } from '../shared/kept-schedule.js';
+import { openQueue } from '../shared/queue-backend.js';
 import { healthRoutes } from './health-routes.js';
 import { type HttpRoute, OpsHttpServer } from './http-server.js';
 import { IntentRelay } from './intent-relay.js';
@@ -173,12 +174,12 @@ export async function startOperationsProcess(
     await assertMigrated(pool, config.schema);
     await warnOfReplicationRisk(pool, logger);
     // One URL, or the nodes of a Redis Cluster (a shared ioredis Cluster, closed last).
-    redis = await openRedis(config.redisUrl);
+    redis = await openRedis(config.redisUrl, config.prefix);
     const { connection } = redis;
     const sharedRedis = redis;
     const prefix = config.prefix;
     const queue = (name: string) => {
-      const q = new Queue(name, { connection, prefix });
+      const q = openQueue(name, { connection, prefix });
       q.on('error', (err) => logger.error({ queue: name, err: errorLabel(err) }, 'queue error'));
       opened.push(async (force) => (force ? q.disconnect() : q.close()));
       return q;
@@ -321,7 +322,7 @@ export async function startOperationsProcess(
         routes: [
           ...healthRoutes({
             pool,
-            pingRedis: async () => (await auditQueue.backend.client).llen(auditQueue.toKey('wait')),
+            pingRedis: () => pingQueues(auditQueue),
             workers,
             schedules: async () => ({
               sweeper: await sweeperScheduled(sweeperQueue),
@@ -443,4 +444,13 @@ export async function startOperationsProcess(
     await pool.end().catch(() => {});
     throw err;
   }
+}
+
+/**
+ * One cheap read of the queues' store for `/readyz`: the audit queue's wait list on Redis; its
+ * count of waiting jobs (one query) on BullMQ's PostgreSQL backend.
+ */
+async function pingQueues(queue: Queue): Promise<unknown> {
+  const client = await (queue.backend as { client?: Promise<{ llen(key: string): Promise<number> }> }).client;
+  return client ? client.llen(queue.toKey('wait')) : queue.getJobCountByTypes('waiting');
 }

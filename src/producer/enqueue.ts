@@ -112,35 +112,64 @@ type QueueReader = {
 };
 type QueueView = { client?: Promise<QueueReader>; backend?: { client?: Promise<QueueReader> } };
 
-/** The queue's own Redis client (BullMQ 6: `backend.client`; 5: `client`), for pipelined reads. */
-export async function queueRedis(queue: Queue): Promise<QueueReader> {
+/**
+ * The queue's own Redis client (BullMQ 6: `backend.client`; 5: `client`), for pipelined reads;
+ * undefined on another backend (BullMQ's PostgreSQL backend has none).
+ */
+export async function queueRedis(queue: Queue): Promise<QueueReader | undefined> {
   const view = queue as unknown as QueueView;
-  const client = await (view.backend?.client ?? view.client);
-  if (!client) throw new IdempotencyConfigError('the queue exposes no Redis client', { option: 'queue' });
-  return client;
+  return (await (view.backend?.client ?? view.client)) ?? undefined;
+}
+
+/** What a backend without a Redis client answers for one job: its stored form, or undefined. */
+type JobReader = { getJobData(jobId: string): Promise<{ timestamp?: number | string } | undefined> };
+
+/**
+ * The creation time of each job as stored, or null when there is none: one pipelined round trip
+ * on Redis; on another backend, one read per job through BullMQ's backend interface.
+ */
+async function storedTimestamps(queue: Queue, jobIds: string[]): Promise<(number | null)[]> {
+  const redis = await queueRedis(queue);
+  if (!redis) {
+    const backend = queue.backend as unknown as JobReader;
+    return Promise.all(
+      jobIds.map(async (id) => {
+        const stored = await backend.getJobData(id);
+        return stored?.timestamp === undefined ? null : Number(stored.timestamp);
+      }),
+    );
+  }
+  const pipeline = redis.pipeline();
+  for (const id of jobIds) pipeline.hget(queue.toKey(id), 'timestamp');
+  const replies = (await pipeline.exec()) ?? [];
+  return jobIds.map((_, i) => {
+    const [err, stored] = replies[i] ?? [null, null];
+    if (err) throw err;
+    return stored === null || stored === undefined ? null : Number(stored);
+  });
 }
 
 /**
  * Whether each add created its job. BullMQ 6.7 answers a duplicate id with the id alone (`add`
  * returns a fresh `Job` holding the caller's data), so each stored job's creation time is read
- * back — one field, in one pipelined round trip for the whole batch: the job is this add's when
- * that time is the one this add stamped. Only an absorbed add reads its job's state. Two
- * producers adding one key in the same millisecond may both read `added: true`; nothing runs
- * twice either way.
+ * back — one field, in one pipelined round trip for the whole batch on Redis, the job's stored
+ * form on BullMQ's PostgreSQL backend: the job is this add's when that time is the one this add
+ * stamped. Only an absorbed add reads its job's state. Two producers adding one key in the same
+ * millisecond may both read `added: true`; nothing runs twice either way.
  */
 async function outcomes(
   queue: Queue,
   added: { jobId: string; stampedAt: number }[],
 ): Promise<Pick<EnqueueResult, 'added' | 'state'>[]> {
-  const pipeline = (await queueRedis(queue)).pipeline();
-  for (const a of added) pipeline.hget(queue.toKey(a.jobId), 'timestamp');
-  const replies = (await pipeline.exec()) ?? [];
+  const stamps = await storedTimestamps(
+    queue,
+    added.map((a) => a.jobId),
+  );
   return Promise.all(
     added.map(async (a, i): Promise<Pick<EnqueueResult, 'added' | 'state'>> => {
-      const [err, stored] = replies[i] ?? [null, null];
-      if (err) throw err;
-      if (stored === null || stored === undefined) return { added: false, state: 'unknown' };
-      if (Number(stored) === a.stampedAt) return { added: true };
+      const stored = stamps[i] ?? null;
+      if (stored === null) return { added: false, state: 'unknown' };
+      if (stored === a.stampedAt) return { added: true };
       return { added: false, state: (await queue.getJobState(a.jobId)) as AbsorbedState };
     }),
   );

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { type ConnectionOptions, type Job, type Queue, Worker } from 'bullmq';
+import type { BackendFactory, ConnectionOptions, Job, Queue, Worker } from 'bullmq';
 import type { MigrationResultSet } from 'kysely';
 import type pg from 'pg';
 import type { z } from 'zod';
@@ -30,6 +30,7 @@ import type { RedactionPolicy } from '../redaction/define-policy.js';
 import { type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
 import { isSealedResult, type SealedResult, sealResult } from '../sealing/sealed-result.js';
 import type { Logger } from '../shared/logger.js';
+import { openWorker, queueBackendOf } from '../shared/queue-backend.js';
 import type { IdempotentProcessor } from '../worker/types.js';
 import { withIdempotency } from '../worker/with-idempotency.js';
 import { runtimeAuditPolicy } from './audit-policy.js';
@@ -216,6 +217,18 @@ export class Idempotency {
     };
   }
 
+  /**
+   * The BullMQ backend factory of the runtime's queues, for a Worker or `QueueEvents` you build
+   * yourself: `createPostgresBackend` when `redis` is a `postgres://` URL (BullMQ's PostgreSQL
+   * backend), undefined on Redis (BullMQ's default).
+   *
+   * @example
+   * new QueueEvents(idem.queueName(chargeOrder), { connection: idem.connection, prefix: idem.prefix }, idem.queueBackend);
+   */
+  get queueBackend(): BackendFactory | undefined {
+    return queueBackendOf(this.connection);
+  }
+
   /** The runtime's pool: the one given, or the one it opened (ended by {@link close}). */
   get pool(): pg.Pool {
     return this.ledger.pool;
@@ -277,7 +290,7 @@ export class Idempotency {
     this.assertOpen();
     const name = this.queueName(operation);
     const { bullmq, wrapper } = splitWorkerOptions(workerOptions, { connection: this.connection, prefix: this.prefix });
-    const worker = new Worker<unknown, SealedResult<R, P>>(name, this.processor(operation, processor, wrapper), bullmq);
+    const worker = openWorker<unknown, SealedResult<R, P>>(name, this.processor(operation, processor, wrapper), bullmq);
     // Without a listener an 'error' event (Redis gone, a lock lost) would end the process.
     worker.on('error', (err) => this.logger.error({ queue: name, err: errorLabel(err) }, 'worker error'));
     this.workers.push(worker as Worker);

@@ -2,6 +2,7 @@ import type { ConnectionOptions } from 'bullmq';
 import { Cluster } from 'ioredis';
 import { hasHashTag, parseRedisUrl, RedisUrlError } from '../config/redis-url.js';
 import { IdempotencyConfigError } from '../errors/errors.js';
+import { postgresQueueConnection } from '../shared/queue-backend.js';
 
 /** The queues' connection as the runtime holds it, and how to close what it opened itself. */
 export type QueueConnection = {
@@ -34,6 +35,9 @@ export function queueConnection(redis: string | ConnectionOptions | undefined, p
   } catch (err) {
     if (!(err instanceof RedisUrlError)) throw err;
     throw new IdempotencyConfigError(`redis: ${err.message}`, { option: 'redis' });
+  }
+  if (target.kind === 'postgres') {
+    return { connection: postgresQueueConnection(redis, prefix), cluster: false, close: async () => {} };
   }
   if (target.kind === 'single') return { connection: { url: redis }, cluster: false, close: async () => {} };
   assertClusterPrefix(true, prefix);

@@ -1,7 +1,8 @@
-import { type ConnectionOptions, Queue } from 'bullmq';
+import type { ConnectionOptions, Queue } from 'bullmq';
 import { errorLabel } from '../errors/clean-name.js';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import type { Logger } from '../shared/logger.js';
+import { openQueue } from '../shared/queue-backend.js';
 
 /**
  * The BullMQ queues a runtime opens: one per name, on its connection and prefix, opened on first
@@ -21,7 +22,7 @@ export class RuntimeQueues {
     const found = this.open.get(name);
     if (found) return found;
     checkQueueName(name);
-    const queue = new Queue(name, { connection: this.connection, prefix: this.prefix });
+    const queue = openQueue(name, { connection: this.connection, prefix: this.prefix });
     queue.on('error', (err) => this.logger.error({ queue: name, err: errorLabel(err) }, 'queue error'));
     this.open.set(name, queue);
     return queue;
