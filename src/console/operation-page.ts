@@ -1,3 +1,4 @@
+import { parentKeyOf } from '../audit/derive.js';
 import { type Timeline, timeline } from '../audit/timeline.js';
 import { ConfirmationStore } from '../confirm/confirmation-store.js';
 import type { Confirmation } from '../confirm/types.js';
@@ -145,7 +146,10 @@ export function renderOperation(
   o: { fields: FormFields; canOpen: boolean; opened?: OpenedValues },
 ): Markup {
   const r = view.record;
-  const attempts = view.timeline.attempts.filter((a) => a.operationId === r.key || a.operationId === undefined).length;
+  const id = parentKeyOf(r);
+  const attempts = view.timeline.attempts.filter(
+    (a) => a.operationId === id && a.stepId === (r.stepId ?? undefined),
+  ).length;
   return html`${facts(base, r, attempts)}${opened(o.opened)}${confirmationForms(base, view.confirmations, o.fields, Date.now())}
 ${actionForms(base, r, o.fields, o.canOpen)}${timelineView(base, view.timeline)}`;
 }
