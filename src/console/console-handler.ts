@@ -47,7 +47,7 @@ const SECURITY_HEADERS: Record<string, string> = {
     "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
+  'referrer-policy': 'same-origin',
 };
 
 function send(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {

@@ -100,7 +100,7 @@ export function page(o: PageOptions, body: Markup): string {
     : html``;
   return `<!doctype html>${html`<html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 <title>${o.title} · bullmq-idempotency console</title><style>${new Markup(STYLE)}</style></head>
 <body><a class="skip" href="#main">Skip to content</a>${header}
 <main id="main"><h1>${o.title}</h1>
