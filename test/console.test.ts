@@ -5,9 +5,11 @@
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/env.js';
 import { ConfirmationStore } from '../src/confirm/confirmation-store.js';
 import { esc, html } from '../src/console/html.js';
 import { ledgerStats } from '../src/ledger/scans.js';
+import { startOperationsProcess } from '../src/ops/operations-process.js';
 import { CANARY, ConsoleClient, type ConsoleWorld, startConsoleWorld, TOKENS } from './helpers/console-world.js';
 import { TestContext, waitFor } from './helpers/context.js';
 
@@ -61,6 +63,37 @@ describe('escaping', () => {
     expect(page).toContain('&lt;script&gt;alert(&quot;owned&quot;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;');
     expect(page).not.toContain('<script>');
     expect(page).not.toContain('<img');
+  });
+});
+
+describe('turning it on', () => {
+  const env = {
+    DATABASE_URL: t.databaseUrl,
+    REDIS_URL: t.redisUrl,
+    BQI_SCHEMA: t.schema,
+    BQI_HTTP_PORT: '0',
+    LOG_LEVEL: 'silent',
+  };
+
+  it('is off unless BQI_CONSOLE=on; anything else is a configuration error', () => {
+    expect(loadConfig(env).console).toBeUndefined();
+    expect(loadConfig({ ...env, BQI_CONSOLE: 'off' }).console).toBeUndefined();
+    expect(loadConfig({ ...env, BQI_CONSOLE: 'on' }).console).toBe(true);
+    expect(() => loadConfig({ ...env, BQI_CONSOLE: 'yes' })).toThrow(/BQI_CONSOLE must be on or off/);
+    expect(loadConfig({ ...env, BQI_CONSOLE_DECRYPT: 'alice, bob' }).consoleDecrypt).toEqual(['alice', 'bob']);
+  });
+
+  it('a process without it answers 404 at /console; with it but no operator, it refuses to start', async () => {
+    const off = await startOperationsProcess(loadConfig({ ...env, BQI_PREFIX: `${t.prefix}off` }));
+    try {
+      const res = await fetch(`http://127.0.0.1:${off.http?.address?.port}/console/login`);
+      expect(res.status).toBe(404);
+    } finally {
+      await off.close();
+    }
+    await expect(
+      startOperationsProcess(loadConfig({ ...env, BQI_PREFIX: `${t.prefix}x`, BQI_CONSOLE: 'on' })),
+    ).rejects.toMatchObject({ code: 'IDEMPOTENCY_CONFIG' });
   });
 });
 
@@ -134,7 +167,7 @@ describe('refusals', () => {
     const form = { action: 'resolve-not-committed', key: world.unknownKey, reason: 'forged', _form };
     for (const [body, headers] of [
       [form, {}],
-      [{ ...form, _csrf: `${_csrf.slice(0, -1)}A` }, {}],
+      [{ ...form, _csrf: `${_csrf.slice(0, -1)}${_csrf.endsWith('A') ? 'B' : 'A'}` }, {}],
       [{ ...form, _csrf }, { origin: 'http://evil.example' }],
       [{ ...form, _csrf }, { origin: '' }],
     ] as [Record<string, string>, Record<string, string>][]) {
