@@ -18,7 +18,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['intents'],
   ['operation'],
   ['producer', 'config', 'confirm'],
-  ['jobs', 'observability'],
+  ['jobs', 'observability', 'console'],
   ['worker', 'ops'],
   ['cli', 'runtime'],
   ['testing', 'entries'],

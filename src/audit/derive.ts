@@ -12,7 +12,7 @@ const STEP = '#step=';
 export type AttemptFacts = Pick<RecordedTransition, 'jobId' | 'queue' | 'taskId'>;
 
 /** Who wrote a transition's event: the backfill (derived from the ledger), or an operator's tool. */
-export type EventSource = 'backfill' | 'library' | 'cli';
+export type EventSource = 'backfill' | 'library' | 'cli' | 'console';
 
 /** Marks an event derived from the ledger rather than emitted when its transition happened. */
 export const DERIVED_VIA: EventSource = 'backfill';

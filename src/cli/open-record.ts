@@ -1,63 +1,21 @@
-import { SealError } from '../errors/errors.js';
+import type { SealError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import type { LedgerRecord } from '../ledger/types.js';
-import { isSealed, type Keyring, sealedKeyId } from '../sealing/keyring.js';
-import { openRecordedError } from '../sealing/sealed-error.js';
-import { isSealedResult, SEALED_FIELD, type SealedResult, unseal } from '../sealing/sealed-result.js';
+import type { Keyring } from '../sealing/keyring.js';
+import { openRecordParts, type RecordOpening } from '../sealing/open-record.js';
 import { CliError, EXIT } from './errors.js';
-import type { OpenedValues } from './render-record.js';
 
-/** What opening a record gave: the values, which parts they are, and the keys that opened them. */
-export type RecordOpening = {
-  opened: OpenedValues;
-  parts: ('result' | 'error')[];
-  keyIds: string[];
-};
-
-/** The sealed string a stored result holds, if any. */
-function sealedOfResult(result: unknown): string | undefined {
-  if (isSealedResult(result)) return (result as Record<string, unknown>)[SEALED_FIELD] as string;
-  return isSealed(result) ? result : undefined;
-}
+export type { RecordOpening } from '../sealing/open-record.js';
 
 /**
- * Opens in memory every sealed part of `record` (its result, its error text). Nothing is shown
- * here: the caller audits the opening first. A part the keyring cannot open fails the whole
- * opening with the seal error's code (`IDEMPOTENCY_SEAL_KEY_UNKNOWN`, `IDEMPOTENCY_SEAL_INVALID`),
- * so an operator never sees half a record as if it were all of it.
+ * Opens in memory every sealed part of `record` (see `openRecordParts`); a part the keyring
+ * cannot open fails the whole opening with the seal error's code (`IDEMPOTENCY_SEAL_KEY_UNKNOWN`,
+ * `IDEMPOTENCY_SEAL_INVALID`) and a message that says nothing was shown.
  */
 export function openRecord(record: LedgerRecord, keyring: Keyring): RecordOpening {
-  const opening: RecordOpening = { opened: {}, parts: [], keyIds: [] };
-  const use = (part: 'result' | 'error', sealed: string, open: () => void) => {
-    try {
-      open();
-    } catch (err) {
-      if (!(err instanceof SealError)) throw err;
-      throw new CliError(EXIT.failure, sealFailure(err, part, record.key, keyring), err.code);
-    }
-    opening.parts.push(part);
-    const keyId = sealedKeyId(sealed);
-    if (keyId && !opening.keyIds.includes(keyId)) opening.keyIds.push(keyId);
-  };
-  const sealedResult = sealedOfResult(record.result);
-  if (sealedResult !== undefined) {
-    use('result', sealedResult, () => {
-      opening.opened.result = {
-        value: unseal(record.result as SealedResult<unknown>, keyring, {
-          operation: record.operation,
-          key: record.key,
-        }),
-      };
-    });
-  }
-  const error = record.error;
-  if (error?.sealed !== undefined) {
-    use('error', error.sealed, () => {
-      const text = openRecordedError(error, keyring, { operation: record.operation, key: record.key });
-      if (text) opening.opened.error = text;
-    });
-  }
-  return opening;
+  return openRecordParts(record, keyring, (err, part) => {
+    throw new CliError(EXIT.failure, sealFailure(err, part, record.key, keyring), err.code);
+  });
 }
 
 function sealFailure(err: SealError, part: string, key: string, keyring: Keyring): string {

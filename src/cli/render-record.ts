@@ -1,16 +1,10 @@
 import { inspect } from 'node:util';
 import type { LedgerRecord } from '../ledger/types.js';
-import type { SealedErrorText } from '../sealing/sealed-error.js';
+import type { OpenedValues } from '../sealing/open-record.js';
 import { formatDuration, formatTime, table } from './format.js';
 import { errorLine, resultLine } from './sealed-view.js';
 
-/** What `inspect --decrypt` opened of a record (absent: it was not sealed, or not there). */
-export type OpenedValues = {
-  /** The exact value the processor returned (or the operator resolved). */
-  result?: { value: unknown };
-  /** The whole text of the recorded error. */
-  error?: SealedErrorText;
-};
+export type { OpenedValues } from '../sealing/open-record.js';
 
 /** True for data JSON gives back unchanged: plain objects, arrays, strings, finite numbers, booleans, null. */
 function isPlainJson(value: unknown): boolean {

@@ -1,18 +1,10 @@
 import type { RecordedError } from '../ledger/types.js';
-import { isSealed, sealedKeyId } from '../sealing/keyring.js';
+import { isSealed } from '../sealing/keyring.js';
+import { sealedSummary } from '../sealing/open-record.js';
 import { isSealedResult, SEALED_FIELD } from '../sealing/sealed-result.js';
 import { preview } from './format.js';
 
-/** AES-GCM's IV and tag around the sealed bytes (see `Keyring.sealBytes`). */
-const SEAL_OVERHEAD_BYTES = 12 + 16;
-
-/** `sealed (key k1, 212 bytes)`: the key that opens it and the size of what it holds. */
-export function sealedSummary(sealed: string): string {
-  const keyId = sealedKeyId(sealed) ?? '?';
-  const body = sealed.slice(sealed.lastIndexOf('.') + 1);
-  const bytes = Math.max(0, Buffer.byteLength(body, 'base64url') - SEAL_OVERHEAD_BYTES);
-  return `sealed (key ${keyId}, ${bytes} bytes)`;
-}
+export { sealedSummary };
 
 /** A copy of `value` in which every sealed string reads `<sealed (key k1, N bytes)>`. */
 function maskSealed(value: unknown): unknown {

@@ -56,6 +56,16 @@ export type Config = {
   /** True when the operators include the deprecated shared `BQI_CONFIRM_TOKEN` (a warning at start). */
   sharedConfirmToken?: boolean;
   /**
+   * `BQI_CONSOLE=on`: serve the operator console at `/console` on the HTTP server, to the operators
+   * of `BQI_OPERATORS` (docs/console.md). Off unless set.
+   */
+  console?: boolean;
+  /**
+   * `BQI_CONSOLE_DECRYPT`: the operators (actors of `BQI_OPERATORS`, comma-separated) who may open
+   * sealed values in the console, each opening audited with its reason. Unset: nobody.
+   */
+  consoleDecrypt?: string[];
+  /**
    * `BQI_PREPARED_STATEMENTS`: `false` runs every statement unnamed, for a pooler in transaction
    * mode (pgbouncer < 1.21, RDS Proxy, Supavisor) between this process and Postgres.
    * @defaultValue true
@@ -217,6 +227,23 @@ const fields = {
     .string()
     .regex(/^[^\s;,=]{1,200}$/, 'must be 1 to 200 characters without white space, ";", "," or "="')
     .optional(),
+  BQI_CONSOLE: z
+    .enum(['on', 'off'], { error: 'must be on or off' })
+    .default('off')
+    .transform((v) => v === 'on'),
+  BQI_CONSOLE_DECRYPT: z
+    .string()
+    .transform((s) =>
+      s
+        .split(',')
+        .map((a) => a.trim())
+        .filter((a) => a !== ''),
+    )
+    .refine(
+      (list) => list.every((a) => /^[^\s;,=]{1,200}$/.test(a)),
+      'must list actors of BQI_OPERATORS, comma-separated',
+    )
+    .optional(),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
   BQI_PREPARED_STATEMENTS: z
     .enum(['true', 'false', '1', '0'], { error: 'must be true or false' })
@@ -332,6 +359,8 @@ export function loadConfig(env: Env = process.env, flags: ConnectionFlags = {}):
     ...(e.BQI_HTTP_PORT === undefined ? {} : { httpPort: e.BQI_HTTP_PORT }),
     httpHost: e.BQI_HTTP_HOST,
     ...confirmOperators(e.BQI_OPERATORS, e.BQI_CONFIRM_TOKEN, e.BQI_CONFIRM_ACTOR),
+    ...(e.BQI_CONSOLE ? { console: true } : {}),
+    ...(e.BQI_CONSOLE_DECRYPT?.length ? { consoleDecrypt: e.BQI_CONSOLE_DECRYPT } : {}),
     preparedStatements: e.BQI_PREPARED_STATEMENTS,
     logLevel: e.LOG_LEVEL,
     ...(e.BQI_KEYRING ? { keyring: e.BQI_KEYRING } : {}),

@@ -3,7 +3,7 @@ import type { Queue, Worker } from 'bullmq';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import type { WriteBatchResult } from '../audit/audit-store.js';
+import { AuditStore, type WriteBatchResult } from '../audit/audit-store.js';
 import { AuditEmitter, type AuditRedactor } from '../audit/emitter.js';
 import { auditRedactor } from '../audit/redact-event.js';
 import { redriveFailedAuditBatches } from '../audit/redrive-failed.js';
@@ -12,6 +12,7 @@ import { type Config, describeUrl } from '../config/env.js';
 import { describeRedisUrl } from '../config/redis-url.js';
 import { checkRedis, connectPostgres, openRedis, type RedisConnection } from '../config/services.js';
 import { confirmationHttpHandler } from '../confirm/http-handler.js';
+import { type ConsoleOptions, consoleHandler } from '../console/console-handler.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 import { IntentListener } from '../intents/listener.js';
@@ -97,6 +98,12 @@ export type OperationsProcessOptions = {
    * @defaultValue `{ everyMs: 5000, listen: true }`
    */
   relay?: { everyMs?: number; listen?: boolean; batchSize?: number; recheckAfterMs?: number };
+  /**
+   * The operator console at `/console` (docs/console.md), for the operators of `BQI_OPERATORS`:
+   * `true`, or its options (who may open sealed values, operations whose result schemas check a
+   * resolved result, the public origin behind a proxy). @defaultValue `BQI_CONSOLE=on`
+   */
+  console?: boolean | Pick<ConsoleOptions, 'decrypt' | 'operations' | 'origins' | 'sessionIdleMs'>;
 };
 
 /** The registry of `/metrics`, with Node's default metrics (once per registry). */
@@ -194,6 +201,9 @@ export async function startOperationsProcess(
     }
     if (config.operators && config.httpPort === undefined) {
       logger.warn({}, 'BQI_OPERATORS is set but BQI_HTTP_PORT is not: no confirmation endpoint is served');
+    }
+    if ((options.console ?? config.console) && config.httpPort === undefined) {
+      logger.warn({}, 'the console is on but BQI_HTTP_PORT is not set: no console is served');
     }
     if (config.sharedConfirmToken) {
       logger.warn({}, 'BQI_CONFIRM_TOKEN is deprecated: give each operator a token of their own in BQI_OPERATORS');
@@ -341,10 +351,10 @@ export async function startOperationsProcess(
           ...(options.routes ?? []),
         ],
       });
+      // One queue per name, opened on the first answer that wakes (or re-runs) a job of it, closed with the process.
+      const queues = new Map<string, Queue>();
+      const queueOf = (name: string) => queues.get(name) ?? (queues.set(name, queue(name)).get(name) as Queue);
       if (config.operators) {
-        // One queue per name, opened on the first answer that wakes a job of it, closed with the process.
-        const queues = new Map<string, Queue>();
-        const queueOf = (name: string) => queues.get(name) ?? (queues.set(name, queue(name)).get(name) as Queue);
         const operators = config.operators;
         http.mount(
           '/confirmations',
@@ -355,6 +365,26 @@ export async function startOperationsProcess(
             policy: auditPolicy,
             logger,
             queue: queueOf,
+          }),
+        );
+      }
+      const consoleOn = options.console ?? config.console ?? false;
+      if (consoleOn) {
+        const own = typeof consoleOn === 'object' ? consoleOn : {};
+        http.mount(
+          '/console',
+          consoleHandler({
+            pool,
+            schema: config.schema,
+            ledger,
+            store: new AuditStore(pool, config.schema, auditPolicy),
+            policy: auditPolicy,
+            keyring: config.keyring,
+            queue: queueOf,
+            logger,
+            operators: config.operators ?? [],
+            ...(config.consoleDecrypt ? { decrypt: config.consoleDecrypt } : {}),
+            ...own,
           }),
         );
       }
@@ -432,6 +462,7 @@ export async function startOperationsProcess(
         relayEveryMs: relayOptions.everyMs ?? DEFAULT_RELAY_EVERY_MS,
         intentListener: listener ? 'listening' : 'off',
         confirmations: server && config.operators ? 'served at /confirmations' : 'off',
+        console: server && (options.console ?? config.console) ? 'served at /console' : 'off',
         ...(server?.address ? { http: { host: server.address.address, port: server.address.port } } : {}),
       },
       'started',
