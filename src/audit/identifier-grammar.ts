@@ -29,7 +29,8 @@ import { secretNameKind } from '../redaction/secret-words.js';
  *   and `PROJ-42` pass.
  * - Structure: a token is refused even in these characters (see `hasIdentifierStructure`):
  *   long segments mixing letters and digits, ten digits in a row (card, phone and national
- *   numbers), random-looking words of 16+ characters (hex, base62, base64url) and values whose
+ *   numbers), more than 16 letters of one case in a row (`key-nvuboifdjmrjxspdzvjgfava`),
+ *   random-looking words of 16+ characters (hex, base62, base64url) and values whose
  *   words look random together. A UUID is admitted by its exact form. Ids that are random by
  *   design (`cus_NffrFeUfNV2Hib`, a pod name's hash suffix) are referenced too: they cannot be
  *   told from a token. Short random strings (under 16 characters, or lower-case letters and a
@@ -48,6 +49,8 @@ const SEGMENT_MAX = 48;
 const DIGIT_RUN_MAX = 9;
 const WORD_RANDOM_MIN = 16;
 const VALUE_RANDOM_MIN = 20;
+/** No word of an identifier is this long in one case (`internationalization` is 20: it becomes a ref). */
+const SINGLE_CASE_MAX = 16;
 
 const ID_CHARS = /^[A-Za-z0-9](?:[A-Za-z0-9._:/#=-]*[A-Za-z0-9])?$/;
 const UUID_AT = /[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}/y;
@@ -109,6 +112,8 @@ export function hasIdentifierStructure(
   let letters = 0;
   let digits = 0;
   let run = 0;
+  /** Letters of one case in a row: a run over {@link SINGLE_CASE_MAX} is a token's, not a word's. */
+  let caseRun = 0;
   let badSegment = false;
   // The word.
   let wordStart = 0;
@@ -150,9 +155,12 @@ export function hasIdentifierStructure(
         if (cls === DIGIT || previous === DIGIT) wMix++;
         else wCase++;
       }
+      caseRun = cls !== DIGIT && cls === previous ? caseRun + 1 : cls === DIGIT ? 0 : 1;
+      if (caseRun > SINGLE_CASE_MAX) return false;
       previous = cls;
       continue;
     }
+    caseRun = 0;
     if (segment > SEGMENT_MAX || (segment > SEGMENT_MIXED_MAX && letters > 0 && digits > 0)) badSegment = true;
     segment = letters = digits = run = 0;
     if (cls === JOINER) {
