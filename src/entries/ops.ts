@@ -17,6 +17,7 @@ export {
   confirmationHttpHandler,
   MIN_CONFIRMATION_TOKEN_LENGTH,
 } from '../confirm/http-handler.js';
+export { OPERATOR_JWT_CODES, type OperatorJwtCode } from '../confirm/operator-jwt.js';
 export {
   type ReplicationFacts,
   type ReplicationRisk,
@@ -39,6 +40,7 @@ export {
   type OperationsProcessOptions,
   startOperationsProcess,
 } from '../ops/operations-process.js';
+export { ASYMMETRIC_JWS_ALGORITHMS, type OperatorJwks, type OperatorJwtOptions } from '../shared/operator-jwt.js';
 export {
   newOperatorToken,
   type Operator,

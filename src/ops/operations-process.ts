@@ -191,8 +191,11 @@ export async function startOperationsProcess(
     if (!config.keyring) {
       logger.warn({}, 'BQI_KEYRING is not set: audit references made here join no others');
     }
-    if (config.operators && config.httpPort === undefined) {
-      logger.warn({}, 'BQI_OPERATORS is set but BQI_HTTP_PORT is not: no confirmation endpoint is served');
+    if ((config.operators || config.operatorJwt) && config.httpPort === undefined) {
+      logger.warn(
+        {},
+        'BQI_OPERATORS or BQI_OPERATOR_JWT_* is set but BQI_HTTP_PORT is not: no confirmation endpoint is served',
+      );
     }
     if (config.sharedConfirmToken) {
       logger.warn({}, 'BQI_CONFIRM_TOKEN is deprecated: give each operator a token of their own in BQI_OPERATORS');
@@ -340,17 +343,17 @@ export async function startOperationsProcess(
           ...(options.routes ?? []),
         ],
       });
-      if (config.operators) {
+      if (config.operators || config.operatorJwt) {
         // One queue per name, opened on the first answer that wakes a job of it, closed with the process.
         const queues = new Map<string, Queue>();
         const queueOf = (name: string) => queues.get(name) ?? (queues.set(name, queue(name)).get(name) as Queue);
-        const operators = config.operators;
         http.mount(
           '/confirmations',
           confirmationHttpHandler({
             pool,
             schema: config.schema,
-            operators,
+            ...(config.operators ? { operators: config.operators } : {}),
+            ...(config.operatorJwt ? { jwt: config.operatorJwt } : {}),
             policy: auditPolicy,
             logger,
             queue: queueOf,
@@ -430,7 +433,7 @@ export async function startOperationsProcess(
         sweepEveryMs: config.sweepEveryMs,
         relayEveryMs: relayOptions.everyMs ?? DEFAULT_RELAY_EVERY_MS,
         intentListener: listener ? 'listening' : 'off',
-        confirmations: server && config.operators ? 'served at /confirmations' : 'off',
+        confirmations: server && (config.operators || config.operatorJwt) ? 'served at /confirmations' : 'off',
         ...(server?.address ? { http: { host: server.address.address, port: server.address.port } } : {}),
       },
       'started',
