@@ -82,6 +82,11 @@ export type OperationsProcess = {
 export type OperationsProcessOptions = {
   logger?: Logger;
   startCheckTimeoutMs?: number;
+  /**
+   * For how long one `/readyz` check answers every probe (0: each probe checks).
+   * @defaultValue 1000
+   */
+  readyCacheMs?: number;
   /** More routes for the HTTP server (served only when `config.httpPort` is set). */
   routes?: HttpRoute[];
   /**
@@ -331,6 +336,7 @@ export async function startOperationsProcess(
               relay: await relayScheduled(relayQueue),
             }),
             stopping: () => closing !== undefined,
+            ...(options.readyCacheMs === undefined ? {} : { readyCacheMs: options.readyCacheMs }),
           }),
           {
             method: 'GET',
