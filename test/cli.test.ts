@@ -116,14 +116,14 @@ describe.concurrent('bullmq-idempotency CLI: what it refuses, by exit code', () 
       2,
       ['inspect', 'not-a-key'],
       {},
-      'malformed key "not-a-key": expected namespace:resourceKey:version',
+      'malformed key (9 characters, not echoed): expected namespace:resourceKey:version',
     ],
     [
       "a '#' outside a hashed key",
       2,
       ['invalidate', 'a:b#c', '--reason', 'x'],
       {},
-      'malformed key "a:b#c": only a hashed bounded key has a \'#\'',
+      "malformed key (5 characters, not echoed): only a hashed bounded key has a '#'",
     ],
     ['no DATABASE_URL', 3, ['stats'], { DATABASE_URL: undefined }, 'IDEMPOTENCY_ENV_CONFIG: DATABASE_URL is required'],
     [
@@ -171,9 +171,26 @@ describe.concurrent('bullmq-idempotency CLI: a refused value is not echoed', () 
     ['an unknown --flag=value', ['inspect', 'a:b:c', `--token=${secret}`], "unknown option '<not echoed>'"],
     ['an unknown command', [secret], "unknown command '<not echoed>'"],
     ['a --since that is not a date', ['backfill', '--since', secret], "option '--since <iso>' argument '<not echoed>'"],
+    ['a malformed key', ['inspect', `acme:${secret}`], 'malformed key (53 characters, not echoed)'],
+    ["a malformed key with a '#'", ['inspect', `acme:${secret}#x:v1`], 'malformed key (58 characters, not echoed)'],
+    ['a malformed --operation key', ['timeline', '--operation', secret], 'malformed key (48 characters, not echoed)'],
   ])('%s: exit 2, the value not in the output', async (_what, args, says) => {
     const r = await cli(args);
     expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain(says);
+    expect(`${r.stdout}${r.stderr}`).not.toContain(secret.slice(8, 30));
+  });
+
+  it.each<[what: string, args: string[], says: string]>([
+    ['an unknown task id', ['timeline', secret], 'no audit events for the task id given (not echoed)'],
+    [
+      'an unknown job id',
+      ['inspect', '--job', 'assets', secret],
+      'no job with the id given (not echoed) in queue assets',
+    ],
+  ])('%s: exit 5, the value not in the output', async (_what, args, says) => {
+    const r = await cli(args);
+    expect(r.code, r.stderr).toBe(5);
     expect(r.stderr).toContain(says);
     expect(`${r.stdout}${r.stderr}`).not.toContain(secret.slice(8, 30));
   });
@@ -249,7 +266,8 @@ describe('bullmq-idempotency CLI', () => {
     expect(missing.code).toBe(5);
     expect(missing.stderr).toContain('no ledger record for key acme%2Fassets.create:nothing:v1');
     expect(missingJob.code).toBe(5);
-    expect(missingJob.stderr).toContain('no job idem_missing in queue assets');
+    expect(missingJob.stderr).toContain('no job with the id given (not echoed) in queue assets');
+    expect(missingJob.stderr).not.toContain('idem_missing');
   });
 
   it('invalidate and resolve change the ledger and write user audit events; illegal transitions exit 6', async () => {
@@ -376,7 +394,8 @@ describe('bullmq-idempotency CLI', () => {
     expect(byOperation.stdout).toContain('tool.create_asset');
 
     expect(none.code).toBe(5);
-    expect(none.stderr).toContain('no audit events for task task-nothing');
+    expect(none.stderr).toContain('no audit events for the task id given (not echoed)');
+    expect(none.stderr).not.toContain('task-nothing');
   });
 
   it('sweep deletes expired rows (audited); stats counts; backfill --inline and --wait enqueue the derived events', async () => {

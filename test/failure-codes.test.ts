@@ -165,7 +165,14 @@ describe.concurrent('CLI commands: each failure prints its code and exits with i
       'DATABASE_URL is required',
     ],
     ['an unknown option', ['stats', '--bogus'], {}, 'IDEMPOTENCY_USAGE', EXIT.usage, "unknown option '<not echoed>'"],
-    ['a malformed key', ['inspect', 'a:b'], {}, 'IDEMPOTENCY_USAGE', EXIT.usage, 'malformed key "a:b"'],
+    [
+      'a malformed key',
+      ['inspect', 'a:b'],
+      {},
+      'IDEMPOTENCY_USAGE',
+      EXIT.usage,
+      'malformed key (3 characters, not echoed)',
+    ],
     [
       'a key without a record',
       ['inspect', 'acme:nothing:v1'],

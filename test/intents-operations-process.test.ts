@@ -53,8 +53,9 @@ describe('the operations process relays intents', () => {
         BQI_HTTP_HOST: '127.0.0.1',
         LOG_LEVEL: 'silent',
       }),
-      // The poll is slow: a job added at once after the commit is the listener's doing.
-      { relay: { everyMs: RELAY_EVERY_MS, recheckAfterMs: 200 } },
+      // The poll is slow: a job added at once after the commit is the listener's doing. Each
+      // /readyz below checks anew (no answer shared across the probes of a second).
+      { relay: { everyMs: RELAY_EVERY_MS, recheckAfterMs: 200 }, readyCacheMs: 0 },
     );
     const base = `http://127.0.0.1:${proc.http?.address?.port}`;
     const queue = idem.queue(charge);

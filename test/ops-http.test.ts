@@ -185,3 +185,59 @@ describe('health routes', () => {
     }
   });
 });
+
+describe('/readyz under many probes', () => {
+  it('one check a second answers every probe (in flight too), unauthenticated, and tells states and codes only', async () => {
+    const live = t.pool(2);
+    let pgQueries = 0;
+    let redisReads = 0;
+    const counted = new Proxy(live, {
+      get(target, prop, receiver) {
+        if (prop === 'query') {
+          return (...args: unknown[]) => {
+            pgQueries++;
+            return (target.query as (...a: unknown[]) => unknown)(...args);
+          };
+        }
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const server = new OpsHttpServer({
+      routes: healthRoutes({
+        pool: counted,
+        pingRedis: async () => {
+          redisReads++;
+          return 0;
+        },
+        workers: {},
+        stopping: () => false,
+        schedules: async () => ({ sweeper: true }),
+      }),
+    });
+    const { port } = await server.listen(0, '127.0.0.1');
+    try {
+      const started = performance.now();
+      // 50 probes at once, then more for a little over two seconds.
+      const burst = await Promise.all(Array.from({ length: 50 }, () => request(port, '/readyz')));
+      for (const r of burst)
+        expect(r).toMatchObject({ status: 200, json: { status: 'ready', postgres: 'ok', redis: 'ok' } });
+      let probes = burst.length;
+      while (performance.now() - started < 2_200) {
+        await Promise.all(Array.from({ length: 10 }, () => request(port, '/readyz')));
+        probes += 10;
+      }
+      const seconds = Math.ceil((performance.now() - started) / 1_000);
+      expect(probes).toBeGreaterThan(60);
+      // At most one check per started second (and the first).
+      expect(pgQueries).toBeGreaterThanOrEqual(1);
+      expect(pgQueries).toBeLessThanOrEqual(seconds + 1);
+      expect(redisReads).toBe(pgQueries);
+      const one = await request(port, '/readyz');
+      expect(Object.keys(one.json as object).sort()).toEqual(['postgres', 'redis', 'schedules', 'status']);
+      expect(one.text).not.toMatch(/postgres:\/\/|127\.0\.0\.1|password|select/i);
+    } finally {
+      await server.close();
+      await live.end();
+    }
+  });
+});

@@ -52,4 +52,14 @@ describe('the public surface', () => {
       expect(Object.keys(loaded).length, e.path).toBeGreaterThan(0);
     }
   });
+
+  it('no entry exports the unkeyed SHA-256 fingerprint: a digest of guessable input is no secret (keyedFingerprint is)', async () => {
+    const unkeyed = (await import('../src/fingerprint/fingerprint.js')).fingerprint;
+    for (const e of entries) {
+      const loaded: Record<string, unknown> = await import(e.source);
+      expect(Object.keys(loaded), e.path).not.toContain('fingerprint');
+      expect(Object.values(loaded), e.path).not.toContain(unkeyed);
+    }
+    expect(Object.keys(await import('../src/entries/ledger.js'))).toContain('keyedFingerprint');
+  });
 });

@@ -70,6 +70,8 @@ describe('the sweeper schedule under a Redis that lost its data', () => {
         BQI_HTTP_HOST: '127.0.0.1',
         LOG_LEVEL: 'silent',
       }),
+      // Each /readyz below checks anew (no answer shared across the probes of a second).
+      { readyCacheMs: 0 },
     );
     const redis = new Redis(t.redisUrl);
     try {

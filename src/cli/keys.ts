@@ -33,10 +33,7 @@ function malformed(key: string, why: string) {
   const jobHint = key.startsWith('idem_')
     ? ' (this looks like a BullMQ job id: `inspect --job <queue> <id>` reads the key its job carries)'
     : '';
-  return usageError(`malformed key ${preview(key)}: ${why}${jobHint}`);
-}
-
-/** The pasted text, cut: a long paste is not echoed whole. */
-function preview(text: string): string {
-  return JSON.stringify(text.length <= 80 ? text : `${text.slice(0, 80)}…`);
+  // What was pasted is never echoed: a key's place is where a secret gets pasted by mistake,
+  // and stderr is often logged. Its length tells a cut paste from a typo.
+  return usageError(`malformed key (${key.length} characters, not echoed): ${why}${jobHint}`);
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import { DURATION_FORMS, parseDurationText } from '../operation/duration.js';
 import { KEYRING_SPEC_FORM, type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
+import { checkOperatorJwt, type OperatorJwtOptions, parseOperatorJwks } from '../shared/operator-jwt.js';
 import { type Operator, parseOperators, tokenDigest } from '../shared/operators.js';
 import { ConfigError } from './errors.js';
 import { hasHashTag, parseRedisUrl, RedisUrlError } from './redis-url.js';
@@ -53,6 +54,15 @@ export type Config = {
    * every namespace. Unset: no confirmation endpoint.
    */
   operators?: Operator[];
+  /**
+   * Operators identified by JWTs of an identity provider, beside (or instead of) `BQI_OPERATORS`:
+   * `BQI_OPERATOR_JWT_ISSUER` and `BQI_OPERATOR_JWT_AUDIENCE` (each one or more, comma-separated),
+   * one of `BQI_OPERATOR_JWKS_URL`, `BQI_OPERATOR_JWKS` (a JWKS as JSON) and
+   * `BQI_OPERATOR_JWT_PUBLIC_KEY` (PEM), and optionally `BQI_OPERATOR_JWT_ACTOR_CLAIM` (`sub`),
+   * `BQI_OPERATOR_JWT_NAMESPACES_CLAIM` (`bqi_namespaces`), `BQI_OPERATOR_JWT_NAMESPACE_PREFIX`,
+   * `BQI_OPERATOR_JWT_ALGORITHMS` (comma-separated). See docs/operators.md.
+   */
+  operatorJwt?: OperatorJwtOptions;
   /** True when the operators include the deprecated shared `BQI_CONFIRM_TOKEN` (a warning at start). */
   sharedConfirmToken?: boolean;
   /**
@@ -244,6 +254,15 @@ const fields = {
       'must list actors of BQI_OPERATORS, comma-separated',
     )
     .optional(),
+  BQI_OPERATOR_JWT_ISSUER: z.string().max(2000).optional(),
+  BQI_OPERATOR_JWT_AUDIENCE: z.string().max(2000).optional(),
+  BQI_OPERATOR_JWKS_URL: z.string().max(2000).optional(),
+  BQI_OPERATOR_JWKS: z.string().max(100_000).optional(),
+  BQI_OPERATOR_JWT_PUBLIC_KEY: z.string().max(20_000).optional(),
+  BQI_OPERATOR_JWT_ACTOR_CLAIM: z.string().max(100).optional(),
+  BQI_OPERATOR_JWT_NAMESPACES_CLAIM: z.string().max(100).optional(),
+  BQI_OPERATOR_JWT_NAMESPACE_PREFIX: z.string().max(100).optional(),
+  BQI_OPERATOR_JWT_ALGORITHMS: z.string().max(200).optional(),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
   BQI_PREPARED_STATEMENTS: z
     .enum(['true', 'false', '1', '0'], { error: 'must be true or false' })
@@ -361,6 +380,7 @@ export function loadConfig(env: Env = process.env, flags: ConnectionFlags = {}):
     ...confirmOperators(e.BQI_OPERATORS, e.BQI_CONFIRM_TOKEN, e.BQI_CONFIRM_ACTOR),
     ...(e.BQI_CONSOLE ? { console: true } : {}),
     ...(e.BQI_CONSOLE_DECRYPT?.length ? { consoleDecrypt: e.BQI_CONSOLE_DECRYPT } : {}),
+    ...operatorJwtOf(e),
     preparedStatements: e.BQI_PREPARED_STATEMENTS,
     logLevel: e.LOG_LEVEL,
     ...(e.BQI_KEYRING ? { keyring: e.BQI_KEYRING } : {}),
@@ -394,6 +414,51 @@ function confirmOperators(
   }
   const shared: Operator = { actor, namespaces: ['*'], sha256: tokenDigest(token).toString('hex') };
   return { operators: [...(operators ?? []), shared], sharedConfirmToken: true };
+}
+
+const JWT_VARIABLES = [
+  'BQI_OPERATOR_JWT_ISSUER',
+  'BQI_OPERATOR_JWT_AUDIENCE',
+  'BQI_OPERATOR_JWKS_URL',
+  'BQI_OPERATOR_JWKS',
+  'BQI_OPERATOR_JWT_PUBLIC_KEY',
+  'BQI_OPERATOR_JWT_ACTOR_CLAIM',
+  'BQI_OPERATOR_JWT_NAMESPACES_CLAIM',
+  'BQI_OPERATOR_JWT_NAMESPACE_PREFIX',
+  'BQI_OPERATOR_JWT_ALGORITHMS',
+] as const;
+
+/** The operator JWTs of the `BQI_OPERATOR_JWT_*` variables, checked; none when none is set. */
+function operatorJwtOf(e: { [V in (typeof JWT_VARIABLES)[number]]?: string | undefined }): Pick<Config, 'operatorJwt'> {
+  if (JWT_VARIABLES.every((v) => e[v] === undefined)) return {};
+  const list = (v: string | undefined) =>
+    (v ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
+  try {
+    const jwt: OperatorJwtOptions = {
+      issuer: list(e.BQI_OPERATOR_JWT_ISSUER),
+      audience: list(e.BQI_OPERATOR_JWT_AUDIENCE),
+      ...(e.BQI_OPERATOR_JWKS_URL === undefined ? {} : { jwksUrl: e.BQI_OPERATOR_JWKS_URL }),
+      ...(e.BQI_OPERATOR_JWKS === undefined ? {} : { jwks: parseOperatorJwks(e.BQI_OPERATOR_JWKS) }),
+      ...(e.BQI_OPERATOR_JWT_PUBLIC_KEY === undefined ? {} : { publicKey: e.BQI_OPERATOR_JWT_PUBLIC_KEY }),
+      ...(e.BQI_OPERATOR_JWT_ACTOR_CLAIM === undefined ? {} : { actorClaim: e.BQI_OPERATOR_JWT_ACTOR_CLAIM }),
+      ...(e.BQI_OPERATOR_JWT_NAMESPACES_CLAIM === undefined
+        ? {}
+        : { namespacesClaim: e.BQI_OPERATOR_JWT_NAMESPACES_CLAIM }),
+      ...(e.BQI_OPERATOR_JWT_NAMESPACE_PREFIX === undefined
+        ? {}
+        : { namespacePrefix: e.BQI_OPERATOR_JWT_NAMESPACE_PREFIX }),
+      ...(e.BQI_OPERATOR_JWT_ALGORITHMS === undefined ? {} : { algorithms: list(e.BQI_OPERATOR_JWT_ALGORITHMS) }),
+    };
+    checkOperatorJwt(jwt);
+    return { operatorJwt: jwt };
+  } catch (err) {
+    if (!(err instanceof IdempotencyConfigError)) throw err;
+    // The messages name the option and what is wrong, never a key.
+    throw new ConfigError([{ variable: 'BQI_OPERATOR_JWT_*', message: err.message.replace(/^operator JWTs: /, '') }]);
+  }
 }
 
 /**

@@ -3,6 +3,7 @@ import { IdempotencyConfigError } from '../errors/errors.js';
 import { ERROR_CODES, isIdempotencyError } from '../errors/idempotency-error.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import type { Logger } from '../shared/logger.js';
+import type { OperatorJwtOptions } from '../shared/operator-jwt.js';
 import {
   mayAnswer,
   type Operator,
@@ -14,6 +15,7 @@ import {
 import { actorIdAsTold } from './actor-id.js';
 import { type AnswerConfirmationOptions, answerConfirmation, listConfirmations } from './answer.js';
 import { ConfirmationStore } from './confirmation-store.js';
+import { type JwtOperator, looksLikeJwt, OPERATOR_JWT_CODES, operatorJwtVerifier } from './operator-jwt.js';
 import type { Confirmation } from './types.js';
 import { confirmationView } from './view.js';
 
@@ -29,6 +31,13 @@ export type ConfirmationHttpOptions = Pick<AnswerConfirmationOptions, 'pool' | '
    * `parseOperators` for `BQI_OPERATORS`, `newOperatorToken` to make one).
    */
   operators?: readonly Operator[];
+  /**
+   * Operators identified by JWTs of an identity provider (`Authorization: Bearer <JWT>`): verified
+   * (signature by a key of its JWKS, issuer, audience, expiry); the actor is the token's
+   * `actorClaim` (`sub`), its namespaces its `namespacesClaim` (`bqi_namespaces`). Beside
+   * `operators`, or alone.
+   */
+  jwt?: OperatorJwtOptions;
   /**
    * @deprecated One token shared by all callers, at least 32 characters: with `actor`, an operator
    * of every namespace. Give each person an entry of `operators` instead.
@@ -54,6 +63,8 @@ export type ConfirmationHttpHandler = (req: IncomingMessage, res: ServerResponse
 /** Stable codes of the endpoint's own refusals (the library's errors keep their `IDEMPOTENCY_*` codes). */
 export const CONFIRMATION_HTTP_CODES = {
   unauthorized: 'UNAUTHORIZED',
+  /** A JWT refused: expired, wrong issuer or audience, unknown key, refused algorithm, bad signature (401; 503 when the keys cannot be read). */
+  jwt: OPERATOR_JWT_CODES,
   /** The request belongs to a namespace the token's operator may not answer (403). */
   namespaceNotAllowed: 'NAMESPACE_NOT_ALLOWED',
   /** The body names an actor: the actor is the token's operator, never the caller's say (400). */
@@ -69,8 +80,12 @@ const STATUS_OF: Record<string, number> = {
 
 /**
  * The HTTP side of confirmations, for a chat tool or a web page. Every route needs
- * `Authorization: Bearer <token>`, the token of one operator (digests compared in constant time):
- * the operator is who answers, and sees and answers only the requests of its namespaces.
+ * `Authorization: Bearer <token>`: the token of one operator (digests compared in constant time),
+ * or with `jwt` a JWT of the identity provider (verified; its claims name the actor and the
+ * namespaces). The operator is who answers, and sees and answers only the requests of its
+ * namespaces. A refused JWT is 401 with its own code (`TOKEN_EXPIRED`, `TOKEN_CLAIM_INVALID`,
+ * `TOKEN_KEY_UNKNOWN`, `TOKEN_ALGORITHM_NOT_ALLOWED`, `TOKEN_SIGNATURE_INVALID`,
+ * `TOKEN_MALFORMED`), or 503 `TOKEN_KEYS_UNAVAILABLE` when the JWKS cannot be read.
  *
  * - `GET  <base>?pending=true[&after=cf-12]` — the requests of the operator's namespaces (details
  *   stay sealed); `next` when more may follow;
@@ -87,13 +102,24 @@ const STATUS_OF: Record<string, number> = {
  */
 export function confirmationHttpHandler(opts: ConfirmationHttpOptions): ConfirmationHttpHandler {
   const operators = credentialsOf(opts);
+  const verifyJwt = opts.jwt ? operatorJwtVerifier(opts.jwt) : undefined;
   const policy = opts.policy ?? DEFAULT_REDACTION_POLICY;
   const base = (opts.basePath ?? '/confirmations').replace(/\/+$/, '');
   const store = new ConfirmationStore(opts.pool, opts.schema);
   const view = (c: Confirmation) => confirmationView(c, policy);
   return async (req, res) => {
     try {
-      const operator = operatorOf(req.headers.authorization, operators);
+      const bearer = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1]?.trim();
+      const named = operatorOfToken(bearer ?? '', operators);
+      let operator: JwtOperator | undefined = bearer === undefined ? undefined : named;
+      if (!operator && bearer !== undefined && verifyJwt && looksLikeJwt(bearer)) {
+        const verdict = await verifyJwt(bearer);
+        if (!verdict.ok) {
+          opts.logger?.warn({ code: verdict.code }, 'operator token refused');
+          return send(res, verdict.status, { code: verdict.code, message: verdict.message }, verdict.status === 401);
+        }
+        operator = verdict.operator;
+      }
       if (!operator) {
         return send(res, 401, { code: 'UNAUTHORIZED', message: 'a valid bearer token is required' }, true);
       }
@@ -194,22 +220,12 @@ function credentialsOf(opts: ConfirmationHttpOptions): OperatorCredential[] {
     }
     all.push({ actor: opts.actor.trim(), namespaces: ['*'], sha256: tokenDigest(opts.token).toString('hex') });
   }
-  if (all.length === 0) {
-    throw new IdempotencyConfigError('the confirmation endpoint needs at least one operator (`operators`)', {
+  if (all.length === 0 && opts.jwt === undefined) {
+    throw new IdempotencyConfigError('the confirmation endpoint needs at least one operator (`operators` or `jwt`)', {
       option: 'operators',
     });
   }
   return operatorCredentials(all);
-}
-
-/** The operator of a bearer token; every configured digest is compared in constant time. */
-function operatorOf(
-  header: string | undefined,
-  operators: readonly OperatorCredential[],
-): OperatorCredential | undefined {
-  const m = /^Bearer (.+)$/i.exec(header ?? '');
-  const found = operatorOfToken(m?.[1]?.trim() ?? '', operators);
-  return m === null ? undefined : found;
 }
 
 type Body = { ok: true; value: unknown } | { ok: false; status: number; code: string; message: string };

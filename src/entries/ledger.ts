@@ -13,7 +13,6 @@ export { DEFAULT_SCHEMA, type PostgresOptions } from '../db/connection.js';
 export { MIGRATION_LOCK_TABLE, MIGRATION_TABLE, type MigrateOptions, migrate } from '../db/migrate.js';
 export type { PoolLogger } from '../db/pool-errors.js';
 export { canonicalJson } from '../fingerprint/canonical-json.js';
-export { fingerprint } from '../fingerprint/fingerprint.js';
 export { keyedFingerprint } from '../fingerprint/keyed-fingerprint.js';
 export { type IntentTx, intentExecutor } from '../intents/executor.js';
 export { intentChannel, pendingIntents } from '../intents/intent-store.js';

@@ -17,6 +17,7 @@ export {
   confirmationHttpHandler,
   MIN_CONFIRMATION_TOKEN_LENGTH,
 } from '../confirm/http-handler.js';
+export { OPERATOR_JWT_CODES, type OperatorJwtCode } from '../confirm/operator-jwt.js';
 export {
   type ReplicationFacts,
   type ReplicationRisk,
@@ -48,6 +49,7 @@ export {
   startOperationsProcess,
 } from '../ops/operations-process.js';
 export { KeptSchedule, type KeptScheduleSpec, type KeptScheduleState } from '../shared/kept-schedule.js';
+export { ASYMMETRIC_JWS_ALGORITHMS, type OperatorJwks, type OperatorJwtOptions } from '../shared/operator-jwt.js';
 export {
   newOperatorToken,
   type Operator,

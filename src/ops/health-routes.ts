@@ -1,10 +1,13 @@
 import type pg from 'pg';
 import { untilAborted } from '../config/abort.js';
 import { errorLabel } from '../errors/clean-name.js';
-import type { HttpRoute } from './http-server.js';
+import type { HttpReply, HttpRoute } from './http-server.js';
 
 /** How long `/readyz` waits for each of Postgres and Redis. */
 export const DEFAULT_READY_TIMEOUT_MS = 2_000;
+
+/** How long one `/readyz` check answers every probe: many probers cost one check a second. */
+export const DEFAULT_READY_CACHE_MS = 1_000;
 
 export type HealthOptions = {
   pool: pg.Pool;
@@ -21,6 +24,12 @@ export type HealthOptions = {
   schedules?(): Promise<Record<string, boolean>>;
   /** @defaultValue {@link DEFAULT_READY_TIMEOUT_MS} */
   readyTimeoutMs?: number;
+  /**
+   * For how long a check's answer is given to every `/readyz` probe (a check in flight is shared
+   * too): the route is unauthenticated, so probes, however many, cost Postgres and Redis at most
+   * one round trip each per this period. 0: every probe checks. @defaultValue {@link DEFAULT_READY_CACHE_MS}
+   */
+  readyCacheMs?: number;
 };
 
 type Check = 'ok' | string;
@@ -39,10 +48,36 @@ async function check(p: () => Promise<unknown>, timeoutMs: number): Promise<Chec
  * `/healthz` (liveness: the process is not stopping and its workers run; touches no service) and
  * `/readyz` (readiness: Postgres answers `select 1` and Redis answers a read of the audit queue, each within
  * `readyTimeoutMs`, and every job schedule exists). Both answer 200 or 503 with a JSON body naming
- * what failed, by code (a missing schedule by name: `schedules: { missing: ['sweeper', 'relay'] }`).
+ * what failed, by code (a missing schedule by name: `schedules: { missing: ['sweeper', 'relay'] }`),
+ * never by message: both are unauthenticated and tell nothing but states and codes. A `/readyz`
+ * answer is shared by the probes of the next `readyCacheMs` (one second).
  */
 export function healthRoutes(options: HealthOptions): HttpRoute[] {
   const timeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
+  const cacheMs = options.readyCacheMs ?? DEFAULT_READY_CACHE_MS;
+  let last: { at: number; reply: Promise<HttpReply> } | undefined;
+  const ready = async (): Promise<HttpReply> => {
+    let found: Record<string, boolean> = {};
+    const [postgres, redis, scheduled] = await Promise.all([
+      check(() => options.pool.query({ text: 'select 1', query_timeout: timeoutMs } as pg.QueryConfig), timeoutMs),
+      check(options.pingRedis, timeoutMs),
+      options.schedules
+        ? check(async () => {
+            found = await (options.schedules as () => Promise<Record<string, boolean>>)();
+          }, timeoutMs)
+        : 'ok',
+    ]);
+    const missing = Object.keys(found).filter((name) => !found[name]);
+    const schedules = scheduled === 'ok' ? (missing.length > 0 ? { missing } : 'ok') : scheduled;
+    const isReady = postgres === 'ok' && redis === 'ok' && schedules === 'ok';
+    const body = {
+      status: isReady ? 'ready' : 'not ready',
+      postgres,
+      redis,
+      ...(options.schedules ? { schedules } : {}),
+    };
+    return { status: isReady ? 200 : 503, body };
+  };
   return [
     {
       method: 'GET',
@@ -59,28 +94,11 @@ export function healthRoutes(options: HealthOptions): HttpRoute[] {
     {
       method: 'GET',
       path: '/readyz',
-      handle: async () => {
+      handle: () => {
         if (options.stopping()) return { status: 503, body: { status: 'stopping' } };
-        let found: Record<string, boolean> = {};
-        const [postgres, redis, scheduled] = await Promise.all([
-          check(() => options.pool.query({ text: 'select 1', query_timeout: timeoutMs } as pg.QueryConfig), timeoutMs),
-          check(options.pingRedis, timeoutMs),
-          options.schedules
-            ? check(async () => {
-                found = await (options.schedules as () => Promise<Record<string, boolean>>)();
-              }, timeoutMs)
-            : 'ok',
-        ]);
-        const missing = Object.keys(found).filter((name) => !found[name]);
-        const schedules = scheduled === 'ok' ? (missing.length > 0 ? { missing } : 'ok') : scheduled;
-        const ready = postgres === 'ok' && redis === 'ok' && schedules === 'ok';
-        const body = {
-          status: ready ? 'ready' : 'not ready',
-          postgres,
-          redis,
-          ...(options.schedules ? { schedules } : {}),
-        };
-        return { status: ready ? 200 : 503, body };
+        const now = performance.now();
+        if (last === undefined || now - last.at >= cacheMs) last = { at: now, reply: ready() };
+        return last.reply;
       },
     },
   ];

@@ -84,6 +84,11 @@ export type OperationsProcess = {
 export type OperationsProcessOptions = {
   logger?: Logger;
   startCheckTimeoutMs?: number;
+  /**
+   * For how long one `/readyz` check answers every probe (0: each probe checks).
+   * @defaultValue 1000
+   */
+  readyCacheMs?: number;
   /** More routes for the HTTP server (served only when `config.httpPort` is set). */
   routes?: HttpRoute[];
   /**
@@ -199,8 +204,11 @@ export async function startOperationsProcess(
     if (!config.keyring) {
       logger.warn({}, 'BQI_KEYRING is not set: audit references made here join no others');
     }
-    if (config.operators && config.httpPort === undefined) {
-      logger.warn({}, 'BQI_OPERATORS is set but BQI_HTTP_PORT is not: no confirmation endpoint is served');
+    if ((config.operators || config.operatorJwt) && config.httpPort === undefined) {
+      logger.warn(
+        {},
+        'BQI_OPERATORS or BQI_OPERATOR_JWT_* is set but BQI_HTTP_PORT is not: no confirmation endpoint is served',
+      );
     }
     if ((options.console ?? config.console) && config.httpPort === undefined) {
       logger.warn({}, 'the console is on but BQI_HTTP_PORT is not set: no console is served');
@@ -339,6 +347,7 @@ export async function startOperationsProcess(
               relay: await relayScheduled(relayQueue),
             }),
             stopping: () => closing !== undefined,
+            ...(options.readyCacheMs === undefined ? {} : { readyCacheMs: options.readyCacheMs }),
           }),
           {
             method: 'GET',
@@ -354,14 +363,14 @@ export async function startOperationsProcess(
       // One queue per name, opened on the first answer that wakes (or re-runs) a job of it, closed with the process.
       const queues = new Map<string, Queue>();
       const queueOf = (name: string) => queues.get(name) ?? (queues.set(name, queue(name)).get(name) as Queue);
-      if (config.operators) {
-        const operators = config.operators;
+      if (config.operators || config.operatorJwt) {
         http.mount(
           '/confirmations',
           confirmationHttpHandler({
             pool,
             schema: config.schema,
-            operators,
+            ...(config.operators ? { operators: config.operators } : {}),
+            ...(config.operatorJwt ? { jwt: config.operatorJwt } : {}),
             policy: auditPolicy,
             logger,
             queue: queueOf,
@@ -461,7 +470,7 @@ export async function startOperationsProcess(
         sweepEveryMs: config.sweepEveryMs,
         relayEveryMs: relayOptions.everyMs ?? DEFAULT_RELAY_EVERY_MS,
         intentListener: listener ? 'listening' : 'off',
-        confirmations: server && config.operators ? 'served at /confirmations' : 'off',
+        confirmations: server && (config.operators || config.operatorJwt) ? 'served at /confirmations' : 'off',
         console: server && (options.console ?? config.console) ? 'served at /console' : 'off',
         ...(server?.address ? { http: { host: server.address.address, port: server.address.port } } : {}),
       },

@@ -31,6 +31,16 @@ const ACTOR = /^[^\s;,=]{1,200}$/;
 // A namespace or a prefix of one; `;`, `,`, `=` and white space separate the configuration.
 const NAMESPACE = /^(?:\*|[^\s;,=*]{1,200}\*?)$/;
 
+/** Whether a text may be an operator's actor: 1 to 200 characters without white space, `;`, `,` or `=`. */
+export function isOperatorActor(text: unknown): text is string {
+  return typeof text === 'string' && ACTOR.test(text) && text.length <= MAX_ACTOR;
+}
+
+/** Whether a text is a namespace pattern: an exact namespace, a prefix ending in `*`, or `*`. */
+export function isNamespacePattern(text: unknown): text is string {
+  return typeof text === 'string' && NAMESPACE.test(text);
+}
+
 /** SHA-256 of a token, as bytes. */
 export function tokenDigest(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();

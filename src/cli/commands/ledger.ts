@@ -32,7 +32,8 @@ async function keyOfJob(ctx: CliContext, queueName: string, jobId: string) {
   const queue = await ctx.queue(queueName);
   const job = await queue.getJob(jobId);
   if (!job) {
-    throw notFound(`no job ${jobId} in queue ${queueName} (prefix ${ctx.config.prefix})`);
+    // The id is not echoed: an id that names no job may be anything pasted in its place.
+    throw notFound(`no job with the id given (not echoed) in queue ${queueName} (prefix ${ctx.config.prefix})`);
   }
   const meta = (job.data as Record<string, unknown> | undefined)?.[ENVELOPE_FIELD] as { key?: unknown } | undefined;
   const parsed = idempotencyKeySchema.safeParse(meta?.key);

@@ -13,13 +13,14 @@ export async function timelineCommand(
     throw usageError('give either a task id or --operation <key>');
   }
   ctx.require('DATABASE_URL');
-  const query = taskId !== undefined ? { taskId } : { operationKey: normalizeKey(opts.operation as string) };
+  const key = taskId === undefined ? normalizeKey(opts.operation as string) : undefined;
+  const query = key === undefined ? { taskId: taskId as string } : { operationKey: key };
   const t = await timeline(query, { store: await ctx.store(), ledger: await ctx.ledger() });
   if (t.events.length === 0 && t.finalStates.length === 0) {
     throw notFound(
-      taskId !== undefined
-        ? `no audit events for task ${taskId}`
-        : `no audit events or ledger record for ${opts.operation}`,
+      key === undefined
+        ? 'no audit events for the task id given (not echoed)'
+        : `no audit events or ledger record for key ${key}`,
     );
   }
   ctx.io.out(opts.json ? toJson(t) : renderTimeline(t));

@@ -1,14 +1,51 @@
 import { randomRun } from './randomness.js';
-import { replaceMatches } from './replace-matches.js';
 import { marker, type Scanner } from './scanner.js';
 import { alnumRun, F_DASH, F_SLASH } from './text-features.js';
 
+/** Token characters: base64, base64url, `_` and `-` separated ids. */
+const RUN_CHAR = (() => {
+  const t = new Uint8Array(128);
+  for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-') t[c.charCodeAt(0)] = 1;
+  return t;
+})();
+const MIN_RUN = 20;
+const MAX_PADDING = 3;
+
+function isRunChar(c: number): boolean {
+  return c < 128 && RUN_CHAR[c] === 1;
+}
+
 /**
- * A run of token characters (base64, base64url, `_` and `-` separated ids) of 20 or more, with
- * its padding. The look-behind starts a match only at the beginning of a run and nothing follows
- * the run in the pattern, so each run is walked once.
+ * Each whole run of token characters of {@link MIN_RUN} or more, with up to three `=` of padding,
+ * replaced by `fn`'s answer. A plain loop, walking each character once: a regex's greedy repeat
+ * over one run of many megabytes exhausts V8's backtracking stack (a RangeError), a loop does not.
  */
-const RUN = /(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,}={0,3}/g;
+function replaceRuns(text: string, fn: (run: string) => string): string {
+  let out = '';
+  let last = 0;
+  let i = 0;
+  const n = text.length;
+  while (i < n) {
+    if (!isRunChar(text.charCodeAt(i))) {
+      i++;
+      continue;
+    }
+    const start = i;
+    while (i < n && isRunChar(text.charCodeAt(i))) i++;
+    if (i - start < MIN_RUN) continue;
+    let end = i;
+    while (end < n && end - i < MAX_PADDING && text.charCodeAt(end) === 61) end++;
+    const run = text.slice(start, end);
+    const replacement = fn(run);
+    if (replacement !== run) {
+      out += text.slice(last, start) + replacement;
+      last = end;
+    }
+    i = end;
+  }
+  return last === 0 ? text : out + text.slice(last);
+}
+
 function isSeparator(c: number): boolean {
   return c === 43 || c === 47 || c === 95 || c === 45 || c === 61;
 }
@@ -101,7 +138,7 @@ export const highEntropyScanner: Scanner = {
   gate: (f) => alnumRun(f) >= 20 || (f & (F_SLASH | F_DASH)) !== 0,
   scan(text, sink) {
     if (isUuid(text)) return text;
-    return replaceMatches(RUN, text, ([m]) => {
+    return replaceRuns(text, (m) => {
       if (!tokenLike(m)) return m;
       sink.hit('high_entropy');
       return marker('high_entropy');
