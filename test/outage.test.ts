@@ -1,7 +1,7 @@
 import type { Queue, Worker } from 'bullmq';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { migrate } from '../src/db/migrate.js';
+import { migrate } from '../migrations/migrate.js';
 import { RetryableError } from '../src/errors/processor-errors.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import type { Operation } from '../src/operation/define-operation.js';

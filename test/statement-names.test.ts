@@ -5,8 +5,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../migrations/migrate.js';
 import { AuditStore } from '../src/audit/audit-store.js';
-import { migrate } from '../src/db/migrate.js';
 import { MAX_STATEMENT_NAME_BYTES, statementName } from '../src/db/statement-name.js';
 import { LEDGER_STATEMENTS, type StatementName, statementValues } from '../src/ledger/sql/index.js';
 import { tablesOf } from '../src/ledger/sql/statement.js';
