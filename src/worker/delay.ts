@@ -2,7 +2,7 @@ import { DelayedError, type Job } from 'bullmq';
 import { IdempotencyInProgressError } from '../errors/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { AttemptScope } from './attempt-scope.js';
-import { type LedgerUnreachableError, ledgerBackoff } from './infra-error.js';
+import { type LedgerUnreachableError, ledgerBackoff } from './ledger-unreachable.js';
 
 /**
  * How a job waits without using a BullMQ attempt: it is moved to the delayed set and the

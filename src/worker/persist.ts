@@ -1,8 +1,8 @@
-import { isInfraError } from '../db/infra-error.js';
+import { isInfraError } from '../db/unreachable.js';
 import { IllegalTransitionError } from '../errors/errors.js';
 import type { AttemptLedger } from '../ledger/postgres-ledger.js';
 import type { LedgerRecord, LedgerStatus } from '../ledger/types.js';
-import { LedgerUnreachableError, ledgerBackoff } from './infra-error.js';
+import { LedgerUnreachableError, ledgerBackoff } from './ledger-unreachable.js';
 import { pause } from './pause.js';
 
 /**

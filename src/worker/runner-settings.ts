@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Kysely } from 'kysely';
 import { IdempotencyConfigError } from '../errors/errors.js';
-import type { Operation } from '../operation/define-operation.js';
+import type { Operation } from '../operation/operation.js';
 import { assertRetentionCovers, BULLMQ_DEFAULTS, retryWindowMs } from '../operation/retry-window.js';
 import type { Keyring } from '../sealing/keyring.js';
 import type { WithIdempotencyOptions } from './types.js';

@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import type { z } from 'zod';
 import { ObservedLedger, observedSink } from '../observability/observed.js';
 import { runPhase } from '../observability/observer.js';
-import type { Operation } from '../operation/define-operation.js';
+import type { Operation } from '../operation/operation.js';
 import type { SealedResult } from '../sealing/sealed-result.js';
 import { AttemptRunner } from './attempt-runner.js';
 import type { IdempotentProcessor, WithIdempotencyOptions } from './types.js';
