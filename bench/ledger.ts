@@ -20,7 +20,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { migrate } from '../src/db/migrate.js';
+import { migrate } from '../migrations/migrate.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';

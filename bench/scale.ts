@@ -43,7 +43,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { hostname, tmpdir } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { migrate } from '../src/db/migrate.js';
+import { migrate } from '../migrations/migrate.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { sweepLedger } from '../src/jobs/ledger-sweeper.js';
 import type { IdempotencyKey } from '../src/keys/idempotency-key.js';

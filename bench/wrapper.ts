@@ -80,7 +80,7 @@ import { createClient } from '@redis/client';
 import { type Job, type Processor, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { migrate } from '../src/db/migrate.js';
+import { migrate } from '../migrations/migrate.js';
 import { boundedKey } from '../src/keys/idempotency-key.js';
 import { MicroBatcher } from '../src/ledger/micro-batcher.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';

@@ -24,14 +24,15 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { jsonLine } from '../bench/lib/json-line.js';
 import { printTable } from '../bench/lib/table.js';
+import { migrate } from '../migrations/migrate.js';
 import { eventsForRecord } from '../src/audit/derive.js';
 import { auditPolicyFor } from '../src/config/audit-policy.js';
-import { migrate } from '../src/db/migrate.js';
 import { ERROR_CODES } from '../src/errors/idempotency-error.js';
 import { runBackfill } from '../src/jobs/audit-backfill.js';
 import { createAuditWriter } from '../src/jobs/audit-writer.js';
 import { redriveStaleLocks } from '../src/jobs/ledger-sweeper.js';
-import { PostgresLedger, toRecord } from '../src/ledger/postgres-ledger.js';
+import { toRecord } from '../src/ledger/ledger-record.js';
+import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { startCommitCounter } from '../src/testing/index.js';
 import { waitFor } from '../test/helpers/context.js';
 import {

@@ -56,14 +56,14 @@ export {
 } from './errors/processor-errors.js';
 export type { PostgresLedger } from './ledger/postgres-ledger.js';
 export type { IdempotencyObserver } from './observability/observer.js';
+export type { Duration } from './operation/duration.js';
+export type { AbsorbedState, EnqueueOptions, EnqueueResult } from './operation/enqueue-types.js';
 export type {
   Operation,
   OperationDefinition,
   ReconcileContext,
   ReconcileOutcome,
-} from './operation/define-operation.js';
-export type { Duration } from './operation/duration.js';
-export type { AbsorbedState, EnqueueOptions, EnqueueResult } from './operation/enqueue-types.js';
+} from './operation/operation.js';
 export type { WorkerTiming } from './operation/retry-window.js';
 export { defineOperation } from './producer/define-operation.js';
 export type { RerunOutcome } from './producer/rerun.js';

@@ -1,11 +1,11 @@
 import { Worker } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../migrations/migrate.js';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { auditBatchJob } from '../src/audit/batch-codec.js';
 import { AuditEmitter } from '../src/audit/emitter.js';
 import { isTransientError } from '../src/audit/transient-error.js';
-import { migrate } from '../src/db/migrate.js';
 import { runBackfill } from '../src/jobs/audit-backfill.js';
 import { bull } from './helpers/bullmq.js';
 import { TestContext, waitFor } from './helpers/context.js';

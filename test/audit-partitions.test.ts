@@ -1,12 +1,12 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allMigrations } from '../migrations/index.js';
+import { migrate } from '../migrations/migrate.js';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
 import { eventsForRecord } from '../src/audit/derive.js';
 import type { AuditEmitter } from '../src/audit/emitter.js';
 import { listAuditPartitions, maintainAuditPartitions, partitionFor } from '../src/audit/partitions.js';
-import { migrate } from '../src/db/migrate.js';
 import { sweepLedger } from '../src/jobs/ledger-sweeper.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { TestContext } from './helpers/context.js';

@@ -15,7 +15,7 @@ import { timeline } from '../src/audit/timeline.js';
 import { auditPolicyFor } from '../src/config/audit-policy.js';
 import { runBackfill } from '../src/jobs/audit-backfill.js';
 import { createAuditWriter } from '../src/jobs/audit-writer.js';
-import { toRecord } from '../src/ledger/postgres-ledger.js';
+import { toRecord } from '../src/ledger/ledger-record.js';
 import { TRANSITIONS } from '../src/ledger/transitions.js';
 import { type CommitCountingServer, startCommitCounter } from '../src/testing/index.js';
 import { TestContext, waitFor } from './helpers/context.js';

@@ -6,7 +6,7 @@
 import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrate } from '../src/db/migrate.js';
+import { migrate } from '../migrations/migrate.js';
 import { type CommitCountingServer, startCommitCounter } from '../src/testing/index.js';
 import { TestContext } from './helpers/context.js';
 import type { CrashWorker } from './helpers/crash-worker.js';

@@ -18,7 +18,7 @@ import { sampleAuditEvent } from './helpers/audit-sample.js';
 import { bull } from './helpers/bullmq.js';
 import { cliEnv } from './helpers/cli-env.js';
 import { unknownRecord } from './helpers/cli-records.js';
-import { TestContext } from './helpers/context.js';
+import { TestContext, waitFor } from './helpers/context.js';
 import { TEST_KEYRING_SPEC, testKeyring } from './helpers/keyring.js';
 import { runTs } from './helpers/spawn.js';
 
@@ -379,7 +379,7 @@ describe('bullmq-idempotency CLI', () => {
     expect(human.code, human.stderr).toBe(0);
     const lines = human.stdout.split('\n');
     const at = (action: string) => lines.findIndex((l) => l.includes(action));
-    expect(at('idempotency.claimed')).toBeGreaterThanOrEqual(0);
+    expect(human.stdout).toContain('idempotency.claimed');
     expect(at('tool.create_asset')).toBeGreaterThan(at('idempotency.claimed'));
     expect(at('idempotency.completed')).toBeGreaterThan(at('tool.create_asset'));
     expect(human.stdout).toContain('attempts: 1, takeovers: 0, replays: 0');
@@ -400,7 +400,18 @@ describe('bullmq-idempotency CLI', () => {
 
   it('sweep deletes expired rows (audited); stats counts; backfill --inline and --wait enqueue the derived events', async () => {
     const expired = await completed('sweep:1', 'old', { retentionMs: 1 });
-    await new Promise((r) => setTimeout(r, 20));
+    // Expired on the database clock (1 ms after its completion), which decides the sweep.
+    await waitFor(
+      async () =>
+        (
+          await t.query<{ expired: boolean }>(
+            `select updated_at + retention_ms * interval '1 millisecond' < now() as expired
+             from ${t.schema}.idempotency_ledger where key = $1`,
+            [expired],
+          )
+        ).rows[0]?.expired,
+      'the row to expire',
+    );
     // Its transitions' audit events are not stored yet: the sweep keeps the row.
     const kept = await cli(['sweep', '--json', '--actor', 'carol']);
     expect(kept.code, kept.stderr).toBe(0);
@@ -428,6 +439,7 @@ describe('bullmq-idempotency CLI', () => {
       () => worker.close(),
     );
     const rows = Number((await t.query(`select count(*) from ${t.schema}.idempotency_ledger`)).rows[0]?.count);
+    const statsFrom = Date.now();
     const [human, json, inline, waited] = await Promise.all([
       cli(['stats']),
       cli(['stats', '--json']),
@@ -435,6 +447,7 @@ describe('bullmq-idempotency CLI', () => {
       cli(['backfill', '--wait', '--name', 'queued', '--since', '1970-01-01']),
     ]);
     await worker.close();
+    const statsTo = Date.now();
 
     expect(human.code, human.stderr).toBe(0);
     expect(human.stdout).toMatch(/^ {2}completed\s+\d+$/m);
@@ -447,7 +460,13 @@ describe('bullmq-idempotency CLI', () => {
     );
     for (const r of byStatus.rows) expect(st.ledger.byStatus[r.status]).toBe(r.n);
     expect(st.ledger.total).toBe(rows);
-    expect(st.audit.lagMs).toBeGreaterThanOrEqual(0);
+    // The lag is the age, when stats read it, of the oldest event not yet written (0 with none).
+    if (st.audit.oldestPendingAt === null) expect(st.audit.lagMs).toBe(0);
+    else {
+      const oldest = Date.parse(st.audit.oldestPendingAt);
+      expect(st.audit.lagMs).toBeGreaterThanOrEqual(Math.max(0, statsFrom - oldest));
+      expect(st.audit.lagMs).toBeLessThanOrEqual(statsTo - oldest);
+    }
     expect(st.audit.outbox).toMatchObject({ batches: 0, events: 0 });
     expect(st.audit.deadLetters.count).toBe(0);
 

@@ -8,6 +8,9 @@ import { describe, expect, it } from 'vitest';
  * layers (never up, never across to a folder of its own layer). Derived from the code: each
  * folder sits one layer above the highest folder it needs. The files at the root of src/
  * (index.ts, internal.ts, types.ts) assemble the public API and may import anything.
+ * `../migrations` is the folder of migrations beside src/ (with `migrate`, which runs them): its
+ * imports are checked as a folder of src/'s, and an import that leaves src/ for any other folder
+ * is refused.
  */
 const LAYERS: readonly (readonly string[])[] = [
   ['errors'],
@@ -15,7 +18,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['keys', 'redaction'],
   ['ledger'],
   ['sealing', 'audit'],
-  ['intents'],
+  ['intents', '../migrations'],
   ['operation'],
   ['producer', 'config', 'confirm'],
   ['jobs', 'observability', 'console'],
@@ -31,9 +34,12 @@ const LAYERS: readonly (readonly string[])[] = [
 const KNOWN: Record<string, string> = {};
 
 const SRC = join(dirname(fileURLToPath(import.meta.url)), '..', 'src');
-const FILES = readdirSync(SRC, { recursive: true, encoding: 'utf8' })
-  .map((f) => f.split('\\').join('/'))
-  .filter((f) => f.endsWith('.ts'));
+/** The TypeScript files below `dir`, as paths from src/ (`worker/w.ts`, `../migrations/index.ts`). */
+const tsFiles = (dir: string) =>
+  readdirSync(join(SRC, dir), { recursive: true, encoding: 'utf8' })
+    .map((f) => posix.join(dir, f.split('\\').join('/')))
+    .filter((f) => f.endsWith('.ts'));
+const FILES = [...tsFiles('.'), ...tsFiles('../migrations')];
 
 /** Static imports and re-exports (type-only too: they tie the modules as much) and dynamic imports. */
 const IMPORT =
@@ -44,13 +50,19 @@ type Edge = { from: string; to: string };
 function importsOf(text: string, from: string): Edge[] {
   return [...text.matchAll(IMPORT)].map((m) => ({
     from,
-    to: posix.normalize(posix.join(posix.dirname(from), m[1] ?? m[2] ?? '')).replace(/\.js$/, '.ts'),
+    // From src/, a path back into src/ (`../src/ledger/x.ts`, from migrations/) is the folder's own.
+    to: posix
+      .normalize(posix.join(posix.dirname(from), m[1] ?? m[2] ?? ''))
+      .replace(/^\.\.\/src\//, '')
+      .replace(/\.js$/, '.ts'),
   }));
 }
 
+/** A file's folder of src/ (`worker`), or beside src/ (`../migrations`); undefined at the root of src/. */
 function folderOf(file: string): string | undefined {
-  const i = file.indexOf('/');
-  return i < 0 ? undefined : file.slice(0, i);
+  const parts = file.split('/');
+  if (parts[0] === '..') return `../${parts[1]}`;
+  return parts.length < 2 ? undefined : parts[0];
 }
 
 const layerOf = new Map(LAYERS.flatMap((folders, i) => folders.map((f) => [f, i] as const)));
@@ -61,7 +73,8 @@ function violations(edges: Edge[]): string[] {
     .filter((e) => {
       const a = folderOf(e.from);
       const b = folderOf(e.to);
-      if (a === undefined || b === undefined || a === b || b.startsWith('..')) return false;
+      // A folder beside src/ that has no layer (test/, scripts/, …) is above every layer: refused.
+      if (a === undefined || b === undefined || a === b) return false;
       return (layerOf.get(b) ?? Number.POSITIVE_INFINITY) >= (layerOf.get(a) ?? Number.NEGATIVE_INFINITY);
     })
     .map((e) => `${e.from} -> ${e.to}`);
@@ -117,6 +130,12 @@ describe('layers of src/', () => {
       'worker/w.ts',
     );
     expect(sample.map((e) => e.to)).toEqual(['a/x.ts', 'worker/y.ts', 'c/z.ts']);
+    expect(FILES).toContain('../migrations/index.ts');
+    const beside = importsOf(
+      "import { a } from '../src/ledger/t.js';\nimport { b } from './index.js';",
+      '../migrations/0001.ts',
+    );
+    expect(beside.map((e) => e.to)).toEqual(['ledger/t.ts', '../migrations/index.ts']);
   });
 
   it("docs/layout.md's Layout section names every folder of src/, and no other", () => {
@@ -156,9 +175,18 @@ describe('layers of src/', () => {
           'jobs/a.ts -> observability/b.ts',
           'worker/a.ts -> ledger/b.ts',
           'index.ts -> cli/program.ts',
+          'db/migrate.ts -> ../migrations/index.ts',
+          '../migrations/0001.ts -> ledger/transitions.ts',
+          'runtime/r.ts -> ../migrations/migrate.ts',
+          'ledger/a.ts -> ../test/helpers/h.ts',
         ),
       ),
-    ).toEqual(['ledger/a.ts -> worker/b.ts', 'jobs/a.ts -> observability/b.ts']);
+    ).toEqual([
+      'ledger/a.ts -> worker/b.ts',
+      'jobs/a.ts -> observability/b.ts',
+      'db/migrate.ts -> ../migrations/index.ts',
+      'ledger/a.ts -> ../test/helpers/h.ts',
+    ]);
   });
 
   it('no import cycle between files', () => {

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { migrate } from '../src/db/migrate.js';
+import { migrate } from '../migrations/migrate.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { leaseMarginMs } from '../src/worker/lease-keeper.js';
 import { type ClockWorker, clockOperation, LIBFAKETIME, spawnClockWorker } from './helpers/clock-worker.js';

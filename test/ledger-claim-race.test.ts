@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { boundedKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { statementValues } from '../src/ledger/statement-params.js';
-import { ledgerStatements } from '../src/ledger/statements.js';
+import { LEDGER_STATEMENTS, statementValues } from '../src/ledger/sql/index.js';
+import { tablesOf } from '../src/ledger/sql/statement.js';
 import type { ClaimOutcome } from '../src/ledger/types.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { payClaim } from './helpers/ledger-claims.js';
@@ -49,7 +49,7 @@ describe('batched claims of new keys that meet a concurrent insert', () => {
     try {
       await admin.query('begin');
       await admin.query(
-        ledgerStatements(`${t.schema}.idempotency_ledger`).insertNew,
+        LEDGER_STATEMENTS.insertNew.text(tablesOf(t.schema)),
         statementValues('insertNew', {
           clockOffsetMs: 0,
           claims: [

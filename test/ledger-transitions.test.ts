@@ -14,7 +14,8 @@ import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { parseTransitions } from '../src/ledger/recorded-transition.js';
-import { ledgerStatements } from '../src/ledger/statements.js';
+import { LEDGER_STATEMENTS } from '../src/ledger/sql/index.js';
+import { tablesOf } from '../src/ledger/sql/statement.js';
 import { TRANSITIONS } from '../src/ledger/transitions.js';
 import type { ClaimOptions, Transition } from '../src/ledger/types.js';
 import { TestContext } from './helpers/context.js';
@@ -218,7 +219,7 @@ describe('the record of transitions', () => {
   });
 
   it('the sweep finds expired rows by the index on sweep_after, and never before their retention from the last transition', async () => {
-    const sql = ledgerStatements(`${t.schema}.idempotency_ledger`).sweepCandidates;
+    const sql = LEDGER_STATEMENTS.sweepCandidates.text(tablesOf(t.schema));
     const pool = t.pool(1);
     try {
       await pool.query('set enable_seqscan = off'); // a small table: the plan the index makes possible

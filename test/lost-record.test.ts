@@ -11,7 +11,7 @@ import { ERROR_CODES } from '../src/errors/idempotency-error.js';
 import { listRecords } from '../src/ledger/list-records.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import type { Downstream } from '../src/ledger/types.js';
-import type { Operation } from '../src/operation/define-operation.js';
+import type { Operation } from '../src/operation/operation.js';
 import { unseal } from '../src/sealing/sealed-result.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import type { WrapperEvent } from '../src/worker/types.js';

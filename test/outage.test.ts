@@ -1,10 +1,10 @@
 import type { Queue, Worker } from 'bullmq';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { migrate } from '../src/db/migrate.js';
+import { migrate } from '../migrations/migrate.js';
 import { RetryableError } from '../src/errors/processor-errors.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import type { Operation } from '../src/operation/define-operation.js';
+import type { Operation } from '../src/operation/operation.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { type OrderInput, orderInput, orderOperation } from './fixtures/operations.js';

@@ -7,8 +7,8 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../migrations/migrate.js';
 import { AuditStore } from '../src/audit/audit-store.js';
-import { migrate } from '../src/db/migrate.js';
 import { LOST_CONNECTION_MESSAGE } from '../src/db/pool-errors.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { TestContext, waitFor } from './helpers/context.js';

@@ -16,8 +16,8 @@
 import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../migrations/migrate.js';
 import { loadConfig } from '../src/config/env.js';
-import { migrate } from '../src/db/migrate.js';
 import { ERROR_CODES } from '../src/errors/idempotency-error.js';
 import { startOperationsProcess } from '../src/ops/operations-process.js';
 import { type CommitCountingServer, startCommitCounter } from '../src/testing/index.js';

@@ -4,7 +4,7 @@ import type { AuditEvent } from '../src/audit/audit-event.js';
 import type { AuditEmitter } from '../src/audit/emitter.js';
 import { ABANDONED_ERROR, sweepLedger } from '../src/jobs/ledger-sweeper.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import type { Operation } from '../src/operation/define-operation.js';
+import type { Operation } from '../src/operation/operation.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { orderInput, orderOperation } from './fixtures/operations.js';

@@ -5,11 +5,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrate } from '../migrations/migrate.js';
 import { AuditStore } from '../src/audit/audit-store.js';
-import { migrate } from '../src/db/migrate.js';
 import { MAX_STATEMENT_NAME_BYTES, statementName } from '../src/db/statement-name.js';
-import { STATEMENT_PARAMS, type StatementName, statementValues } from '../src/ledger/statement-params.js';
-import { ledgerStatements } from '../src/ledger/statements.js';
+import { LEDGER_STATEMENTS, type StatementName, statementValues } from '../src/ledger/sql/index.js';
+import { tablesOf } from '../src/ledger/sql/statement.js';
 import { sampleAuditEvent } from './helpers/audit-sample.js';
 import { TestContext } from './helpers/context.js';
 
@@ -18,7 +18,7 @@ const id = randomBytes(4).toString('hex');
 /** Two 63-byte schema names (the longest Postgres allows) that differ only in their last byte. */
 const long = (last: string) => `t_stmt_${id}_`.padEnd(62, 'x') + last;
 const schemas = [long('a'), long('b')] as const;
-const statements = [...Object.keys(ledgerStatements('s.t')), 'audit_insert', 'audit_insert_absorbing'];
+const statements = [...Object.keys(LEDGER_STATEMENTS), 'audit_insert', 'audit_insert_absorbing'];
 
 beforeAll(async () => {
   await t.setup();
@@ -88,10 +88,10 @@ describe("the ledger's statement parameters", () => {
   const anything: object = new Proxy({}, { get: () => 'x' });
   const params = new Proxy({}, { get: (_, name) => (name === 'claims' || name === 'completions' ? [anything] : 'x') });
 
-  it.each(Object.keys(STATEMENT_PARAMS))(
+  it.each(Object.keys(LEDGER_STATEMENTS))(
     '%s: its named parameters make exactly the values its text numbers',
     (name) => {
-      const text = ledgerStatements('s.t')[name as StatementName];
+      const text = LEDGER_STATEMENTS[name as StatementName].text(tablesOf('s'));
       const numbered = Math.max(...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
       expect(statementValues(name as StatementName, params as never)).toHaveLength(numbered);
     },

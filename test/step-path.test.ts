@@ -12,7 +12,7 @@ import { TerminalError } from '../src/errors/processor-errors.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { type IdempotencyKey, parseIdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import type { Operation } from '../src/operation/define-operation.js';
+import type { Operation } from '../src/operation/operation.js';
 import { originalError } from '../src/sealing/original-error.js';
 import type { WrapperEvent } from '../src/worker/types.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';

@@ -2,7 +2,7 @@ import type { Queue } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { RetryableError, TerminalError } from '../src/errors/processor-errors.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import type { Operation } from '../src/operation/define-operation.js';
+import type { Operation } from '../src/operation/operation.js';
 import { defineOperation } from '../src/producer/define-operation.js';
 import { jobIdFor } from '../src/producer/enqueue.js';
 import { unseal } from '../src/sealing/sealed-result.js';

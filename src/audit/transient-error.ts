@@ -1,4 +1,4 @@
-import { isInfraError } from '../db/infra-error.js';
+import { isInfraError } from '../db/unreachable.js';
 
 /**
  * Whether an error of the audit writer is transient, so that the batch is retried without

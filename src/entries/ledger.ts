@@ -3,6 +3,8 @@
  * claims outside BullMQ, a sweeper of your own, keys and fingerprints by hand). `createIdempotency`
  * builds and closes all of it for you.
  */
+
+export { MIGRATION_LOCK_TABLE, MIGRATION_TABLE, type MigrateOptions, migrate } from '../../migrations/migrate.js';
 export {
   invalidateKey,
   type OperatorActionOptions,
@@ -10,7 +12,6 @@ export {
   resolveKey,
 } from '../audit/operator-actions.js';
 export { DEFAULT_SCHEMA, type PostgresOptions } from '../db/connection.js';
-export { MIGRATION_LOCK_TABLE, MIGRATION_TABLE, type MigrateOptions, migrate } from '../db/migrate.js';
 export type { PoolLogger } from '../db/pool-errors.js';
 export { canonicalJson } from '../fingerprint/canonical-json.js';
 export { keyedFingerprint } from '../fingerprint/keyed-fingerprint.js';

@@ -5,8 +5,6 @@ import type { LedgerStatus } from './types.js';
 /** The statuses an operator lists: the rows that wait for someone (or for a lease to run out). */
 export type ListableStatus = Extract<LedgerStatus, 'unknown' | 'locked' | 'failed'>;
 
-export const LISTABLE_STATUSES: readonly ListableStatus[] = ['unknown', 'locked', 'failed'];
-
 /** One row of a listing: where the record stands, never its result or error text. */
 export type ListedRecord = {
   key: string;

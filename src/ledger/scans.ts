@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { checkSchema } from '../db/connection.js';
-import { toRecord } from './postgres-ledger.js';
+import { toRecord } from './ledger-record.js';
 import type { LedgerRecord, LedgerStatus } from './types.js';
 
 /**

@@ -63,7 +63,7 @@ const resolved = {
 
 /**
  * Every ledger transition, once. The claim statement's claimable predicate and its choice of
- * transition are generated from it (`statements.ts`), the ledger maps outcomes by it, the audit
+ * transition are generated from it (`sql/fragments.ts`), the ledger maps outcomes by it, the audit
  * trail takes each transition's event type, decision and phase from it, and the timeline knows
  * from it which events start or end an attempt. A new `Transition` that is missing here does not
  * compile.

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { type Operation, type OperationDefinition, operationCore } from '../operation/define-operation.js';
+import { type Operation, type OperationDefinition, operationCore } from '../operation/operation.js';
 import { enqueue, enqueueBulk } from './enqueue.js';
 
 /** Declares a side-effecting operation. Validates the declaration at once. */

@@ -3,7 +3,7 @@ import type { IdentifierStorer } from '../audit/stored-identifier.js';
 import { IdempotencyInProgressError } from '../errors/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { AttemptScope } from './attempt-scope.js';
-import { type LedgerUnreachableError, ledgerBackoff } from './infra-error.js';
+import { type LedgerUnreachableError, ledgerBackoff } from './ledger-unreachable.js';
 
 /**
  * How a job waits without using a BullMQ attempt: it is moved to the delayed set and the

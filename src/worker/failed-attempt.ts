@@ -8,7 +8,7 @@ import type { Keyring } from '../sealing/keyring.js';
 import { originalError } from '../sealing/original-error.js';
 import { recordedError } from '../sealing/sealed-error.js';
 import type { Logger } from '../shared/logger.js';
-import { ledgerUnreachable } from './infra-error.js';
+import { ledgerUnreachable } from './ledger-unreachable.js';
 
 /** What is known of an attempt when it fails: its job always, its key once parsed, its epoch once claimed. */
 export type FailedAttemptAt = { job: Job; key?: string | undefined; epoch?: number | undefined };

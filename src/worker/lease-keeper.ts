@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import { RecordLostError, StaleEpochError } from '../errors/errors.js';
-import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import type { AttemptLedger } from '../ledger/postgres-ledger.js';
 import { LeaseLostError } from './lease-lost-error.js';
 
 export { LeaseLostError } from './lease-lost-error.js';
@@ -17,7 +17,7 @@ type LockView = { client?: Promise<RedisGet>; backend?: { client?: Promise<Redis
 
 /** What a {@link LeaseKeeper} keeps, and what it watches besides the ledger. */
 export type LeaseKeeperOptions = {
-  ledger: PostgresLedger;
+  ledger: AttemptLedger;
   /** The bounded key whose lease is kept. */
   key: string;
   /** The epoch the lease was granted under; a renewal under a later one finds the lease taken over. */
@@ -87,7 +87,7 @@ export class LeaseKeeper {
   private listening = false;
   private readonly onOuterAbort = () => this.controller?.abort(this.outer?.reason);
 
-  private readonly ledger: PostgresLedger;
+  private readonly ledger: AttemptLedger;
   private readonly key: string;
   private readonly epoch: number;
   private readonly leaseMs: number;

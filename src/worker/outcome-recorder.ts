@@ -7,7 +7,7 @@ import { type ResultPlace, sealResult } from '../sealing/sealed-result.js';
 import type { AttemptEvents } from './attempt-events.js';
 import type { AttemptScope } from './attempt-scope.js';
 import type { ErrorClass } from './classify.js';
-import { LedgerUnreachableError } from './infra-error.js';
+import { LedgerUnreachableError } from './ledger-unreachable.js';
 import { type Landed, landedAs, landedCompletion, persist, type SignalSource } from './persist.js';
 import type { RunnerSettings } from './runner-settings.js';
 

@@ -1,8 +1,8 @@
-import { isInfraError } from '../db/infra-error.js';
+import { isInfraError } from '../db/unreachable.js';
 import { IllegalTransitionError } from '../errors/errors.js';
-import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import type { AttemptLedger } from '../ledger/postgres-ledger.js';
 import type { LedgerRecord, LedgerStatus } from '../ledger/types.js';
-import { LedgerUnreachableError, ledgerBackoff } from './infra-error.js';
+import { LedgerUnreachableError, ledgerBackoff } from './ledger-unreachable.js';
 import { pause } from './pause.js';
 
 /**
@@ -23,7 +23,7 @@ export type Landed<T> = { key: string; epoch: number; status: LedgerStatus; valu
  * answer was lost meets its own state on the retry: `landed` reads it from the record.
  */
 export async function persist<T>(
-  ledger: PostgresLedger,
+  ledger: AttemptLedger,
   leaseMs: number,
   what: string,
   source: SignalSource,

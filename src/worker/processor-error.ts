@@ -4,7 +4,7 @@ import { recordedError } from '../sealing/sealed-error.js';
 import type { AttemptScope } from './attempt-scope.js';
 import { classifyError } from './classify.js';
 import { asRecordedFailure } from './error-record.js';
-import { ledgerUnreachable } from './infra-error.js';
+import { ledgerUnreachable } from './ledger-unreachable.js';
 import type { OutcomeRecorder } from './outcome-recorder.js';
 
 /**

@@ -3,7 +3,6 @@ import { withoutParkedMark } from '../confirm/parked-job.js';
 import { InvalidInputError } from '../errors/errors.js';
 import { zodIssues } from '../errors/zod-issues.js';
 import { boundedKey, type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
-import type { Operation } from '../operation/define-operation.js';
 import {
   ENVELOPE_FIELD,
   envelopeSchema,
@@ -11,6 +10,7 @@ import {
   looksLikeEnvelope,
   readEnvelope,
 } from '../operation/envelope.js';
+import type { Operation } from '../operation/operation.js';
 import type { Keyring } from '../sealing/keyring.js';
 import { assertInputKey, openInput } from '../sealing/sealed-input.js';
 

@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import { type IdentifierStorer, identifierStorer } from '../audit/stored-identifier.js';
 import { auditPolicyFor } from '../config/audit-policy.js';
 import { IdempotencyConfigError } from '../errors/errors.js';
-import type { Operation } from '../operation/define-operation.js';
+import type { Operation } from '../operation/operation.js';
 import { assertRetentionCovers, BULLMQ_DEFAULTS, retryWindowMs } from '../operation/retry-window.js';
 import type { Keyring } from '../sealing/keyring.js';
 import type { WithIdempotencyOptions } from './types.js';

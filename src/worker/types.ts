@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import type { Kysely, Transaction } from 'kysely';
 import type { ConfirmationDecision, ConfirmRequest } from '../confirm/types.js';
 import type { IdempotencyKey } from '../keys/idempotency-key.js';
-import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import type { AttemptLedger } from '../ledger/postgres-ledger.js';
 import type { IdempotencyObserver } from '../observability/observer.js';
 import type { RetryJobOptions, WorkerTiming } from '../operation/retry-window.js';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
@@ -99,7 +99,8 @@ export type ProcessorContext<DB = unknown> = {
 export type IdempotentProcessor<I, R, DB = unknown> = (input: I, ctx: ProcessorContext<DB>) => Promise<R>;
 
 export type WithIdempotencyOptions<DB = unknown> = {
-  ledger: PostgresLedger;
+  /** The ledger (a `PostgresLedger`, or anything with what an attempt asks of one). */
+  ledger: AttemptLedger;
   /**
    * Seals what is kept: results (ledger and BullMQ's `returnvalue`), step results, error text
    * (ledger, `failedReason`, `stacktrace`) and declared sensitive input; keys the fingerprints.

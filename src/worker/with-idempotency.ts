@@ -1,8 +1,8 @@
 import type { Job } from 'bullmq';
 import type { z } from 'zod';
-import { observedLedger, observedSink } from '../observability/observed.js';
+import { ObservedLedger, observedSink } from '../observability/observed.js';
 import { runPhase } from '../observability/observer.js';
-import type { Operation } from '../operation/define-operation.js';
+import type { Operation } from '../operation/operation.js';
 import type { SealedResult } from '../sealing/sealed-result.js';
 import { AttemptRunner } from './attempt-runner.js';
 import { identifiersOf } from './runner-settings.js';
@@ -35,7 +35,7 @@ function observed<I, R, DB>(
     run,
     {
       ...options,
-      ledger: observedLedger(options.ledger, operation, observer),
+      ledger: new ObservedLedger(options.ledger, operation, observer),
       audit: observedSink(options.audit, observer),
     },
   ];

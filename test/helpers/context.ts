@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { migrate } from '../../src/db/migrate.js';
+import { migrate } from '../../migrations/migrate.js';
 import { type LedgerOptions, PostgresLedger } from '../../src/ledger/postgres-ledger.js';
 
 type Closable = { what: string; closed: () => boolean; close: () => Promise<unknown> };

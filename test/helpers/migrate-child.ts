@@ -4,7 +4,7 @@
  * Prints `ready` once loaded, waits for one line on stdin (the start signal, so that every
  * process starts at once), then prints the migration results as one JSON line.
  */
-import { migrate } from '../../src/db/migrate.js';
+import { migrate } from '../../migrations/migrate.js';
 
 const [connectionString, schema] = process.argv.slice(2);
 if (!connectionString || !schema) {

@@ -2,17 +2,22 @@ import type pg from 'pg';
 import type { TestContext } from './context.js';
 
 /**
- * A table's scan counters in the test's schema, once `session` (the pool whose statements are
- * under test) has reported its statistics: a session reports them at the end of a transaction at
- * most once a second.
+ * A table's scan counters in the test's schema, once every connection of `session` (the pool whose
+ * statements are under test) has reported its statistics. A session reports them when it goes idle
+ * at most once a second; `pg_stat_force_next_flush()` makes it report them as it goes idle after
+ * that call, before the call's answer reaches the client.
  */
 export async function tableScans(
   t: TestContext,
   session: pg.Pool,
   table: string,
 ): Promise<{ seq: number; idx: number }> {
-  await new Promise((r) => setTimeout(r, 1_100));
-  await session.query('select 1');
+  const clients = await Promise.all(Array.from({ length: Math.max(1, session.totalCount) }, () => session.connect()));
+  try {
+    await Promise.all(clients.map((c) => c.query('select pg_stat_force_next_flush()')));
+  } finally {
+    for (const c of clients) c.release();
+  }
   const res = await t.query<{ seq: string; idx: string }>(
     `select seq_scan as seq, coalesce(idx_scan, 0) as idx from pg_stat_user_tables
      where schemaname = $1 and relname = $2`,

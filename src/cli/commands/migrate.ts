@@ -1,4 +1,4 @@
-import { migrate } from '../../db/migrate.js';
+import { migrate } from '../../../migrations/migrate.js';
 import type { CliContext } from '../context.js';
 import { toJson } from '../format.js';
 

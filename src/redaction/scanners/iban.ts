@@ -26,12 +26,6 @@ function offsetAfter(candidate: string, count: number): number {
   return -1;
 }
 
-/** True for a compact IBAN of the right length for its country with a valid mod-97 check. */
-export function isIban(compact: string): boolean {
-  const length = IBAN_LENGTHS.get(compact.slice(0, 2));
-  return length !== undefined && compact.length === length && ibanValid(compact);
-}
-
 /**
  * IBANs, compact or printed in groups of four, checked against the country's length and mod 97;
  * the characters after the IBAN ("… EUR") stay.

@@ -1,9 +1,9 @@
 import { Kysely, type MigrationResultSet, Migrator, NO_MIGRATIONS } from 'kysely';
 import pg from 'pg';
-import { allMigrations } from '../../migrations/index.js';
-import { checkSchema, DEFAULT_SCHEMA, openPool, type PostgresOptions } from './connection.js';
-import { watchClientErrors } from './pool-errors.js';
-import { SchemaScopedPostgresDialect } from './schema-introspector.js';
+import { checkSchema, DEFAULT_SCHEMA, openPool, type PostgresOptions } from '../src/db/connection.js';
+import { watchClientErrors } from '../src/db/pool-errors.js';
+import { SchemaScopedPostgresDialect } from '../src/db/schema-introspector.js';
+import { allMigrations } from './index.js';
 
 /** The library keeps its own migration bookkeeping so it never mixes with the application's. */
 export const MIGRATION_TABLE = 'bullmq_idempotency_migration';
