@@ -9,6 +9,8 @@ export {
   invalidateKey,
   type OperatorActionOptions,
   type OperatorActionResult,
+  type ResolvingOperation,
+  resolvedResult,
   resolveKey,
 } from '../audit/operator-actions.js';
 export { DEFAULT_SCHEMA, type PostgresOptions } from '../db/connection.js';
