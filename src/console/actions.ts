@@ -1,10 +1,11 @@
 import { decryptEvent } from '../audit/decrypt-event.js';
-import { invalidateKey, type OperatorActionResult, resolvedResult, resolveKey } from '../audit/operator-actions.js';
+import { invalidateKey, type OperatorActionResult, resolveKey } from '../audit/operator-actions.js';
 import { answerConfirmation } from '../confirm/answer.js';
 import { ConfirmationStore } from '../confirm/confirmation-store.js';
 import { IllegalTransitionError } from '../errors/errors.js';
 import { ERROR_CODES, isIdempotencyError } from '../errors/idempotency-error.js';
 import type { LedgerRecord } from '../ledger/types.js';
+import { resolvedResult } from '../operation/resolved-result.js';
 import { jobIdFor } from '../producer/enqueue.js';
 import { type RerunOutcome, rerun } from '../producer/rerun.js';
 import { type OpenedValues, openRecordParts } from '../sealing/open-record.js';

@@ -9,8 +9,6 @@ export {
   invalidateKey,
   type OperatorActionOptions,
   type OperatorActionResult,
-  type ResolvingOperation,
-  resolvedResult,
   resolveKey,
 } from '../audit/operator-actions.js';
 export { DEFAULT_SCHEMA, type PostgresOptions } from '../db/connection.js';
@@ -43,6 +41,7 @@ export {
   type LedgerOptions,
   PostgresLedger,
 } from '../ledger/postgres-ledger.js';
+export { type ResolvingOperation, resolvedResult } from '../operation/resolved-result.js';
 export {
   type RetryJobOptions,
   type RetryWindowOptions,

@@ -6,13 +6,7 @@ import type { z } from 'zod';
 import { migrate } from '../../migrations/migrate.js';
 import { AuditStore } from '../audit/audit-store.js';
 import { AuditEmitter } from '../audit/emitter.js';
-import {
-  invalidateKey,
-  type OperatorActionResult,
-  type ResolvingOperation,
-  resolvedResult,
-  resolveKey,
-} from '../audit/operator-actions.js';
+import { invalidateKey, type OperatorActionResult, resolveKey } from '../audit/operator-actions.js';
 import { auditRedactor } from '../audit/redact-event.js';
 import { type Timeline, timeline } from '../audit/timeline.js';
 import { type AnswerResult, answerConfirmation, listConfirmations } from '../confirm/answer.js';
@@ -29,6 +23,7 @@ import { PostgresLedger } from '../ledger/postgres-ledger.js';
 import type { KeyLike, LedgerRecord, LedgerStatus } from '../ledger/types.js';
 import type { EnqueueOptions, EnqueueResult } from '../operation/enqueue-types.js';
 import type { Operation } from '../operation/operation.js';
+import { type ResolvingOperation, resolvedResult } from '../operation/resolved-result.js';
 import type { WorkerTiming } from '../operation/retry-window.js';
 import { IntentRelay, type RelayCounts, relayIntents } from '../ops/intent-relay.js';
 import { jobIdFor } from '../producer/enqueue.js';

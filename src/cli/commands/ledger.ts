@@ -1,9 +1,9 @@
 import type { AuditEvent } from '../../audit/audit-event.js';
-import { resolvedResult } from '../../audit/operator-actions.js';
 import { IllegalTransitionError, InvalidInputError } from '../../errors/errors.js';
 import { boundedKey, idempotencyKeySchema } from '../../keys/idempotency-key.js';
 import type { LedgerRecord } from '../../ledger/types.js';
 import { ENVELOPE_FIELD } from '../../operation/envelope.js';
+import { resolvedResult } from '../../operation/resolved-result.js';
 import type { Keyring } from '../../sealing/keyring.js';
 import { actorLabel } from '../actor.js';
 import type { CliContext } from '../context.js';
