@@ -75,6 +75,7 @@ export {
   type IdempotentBullProcessor,
   type OperatorOptions,
   type QueuedOperation,
+  type RuntimeResolveOutcome,
 } from './runtime/create-idempotency.js';
 export { idempotencyOptionsFromEnv } from './runtime/from-env.js';
 export type { IdempotencyAuditOptions, IdempotencyOptions } from './runtime/options.js';

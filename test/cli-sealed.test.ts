@@ -289,4 +289,51 @@ describe('sealed values in the CLI', () => {
     expect(opened.code, opened.stderr).toBe(0);
     expect(opened.stdout).toContain(`opened result: ${resultJson}`);
   });
+
+  it('resolve --committed --public keeps the named fields in clear as the completion of the operation does', async () => {
+    const secret = fresh('tok_');
+    const resultJson = JSON.stringify({ chargeId: 'ch_9', cardToken: secret });
+    const key = await unknown('resolve-public');
+    const refused = await unknown('resolve-public-refused');
+    const notAField = fresh('sk_');
+    const [resolved, missing, notObject, notCommitted, doubled] = await Promise.all([
+      cli(['resolve', key, '--committed', '--result', resultJson, '--public', 'chargeId', '--reason', 'seen'], withKey),
+      cli(['resolve', refused, '--committed', '--result', resultJson, '--public', notAField, '--reason', 'x'], withKey),
+      cli(['resolve', refused, '--committed', '--result', '"ch_9"', '--public', 'chargeId', '--reason', 'x'], withKey),
+      cli(['resolve', refused, '--not-committed', '--public', 'chargeId', '--reason', 'x'], withKey),
+      cli(
+        ['resolve', refused, '--committed', '--result', resultJson, '--public', 'chargeId,chargeId', '--reason', 'x'],
+        withKey,
+      ),
+    ]);
+    expect(resolved.code, resolved.stderr).toBe(0);
+    expect(resolved.stdout).toContain('in clear beside the sealed copy: chargeId');
+    for (const r of [missing, notObject, notCommitted, doubled]) expect(r.code, r.stderr).toBe(2);
+    expect(missing.stderr).toContain('--public names 1 field(s) that are not top-level fields of --result');
+    expect(notCommitted.stderr).toContain('--public goes with --committed only');
+    for (const r of [resolved, missing, notObject, doubled]) {
+      expect(plaintextFound(r.stdout + r.stderr, [secret, notAField])).toEqual([]);
+    }
+    expect(await ledger.get(refused)).toMatchObject({ status: 'unknown', result: null });
+
+    // The same stored shape as the row the operation's own completion wrote: the public field in clear.
+    const completed = (await ledger.get(paidKey))?.result as Record<string, unknown>;
+    const stored = (await ledger.get(key))?.result as Record<string, unknown>;
+    expect(Object.keys(completed).sort()).toEqual(['$sealed', 'chargeId']);
+    expect(Object.keys(stored).sort()).toEqual(Object.keys(completed).sort());
+    expect(stored.chargeId).toBe('ch_9');
+    expect(plaintextFound(JSON.stringify(stored), [secret])).toEqual([]);
+    const replay = await ledger.claim({
+      key: keyOf('resolve-public'),
+      operation: 'payments.charge',
+      fingerprint: 'fp-order:resolve-public',
+      leaseMs: 10_000,
+      retentionMs: 3_600_000,
+      downstream: 'none',
+    });
+    expect(replay.kind).toBe('completed');
+    const replayed = (replay as { result: SealedResult<{ chargeId: string }, 'chargeId'> }).result;
+    expect(replayed).toEqual(stored);
+    expect(unseal(replayed, testKeyring, { operation: 'payments.charge', key })).toEqual(JSON.parse(resultJson));
+  });
 });

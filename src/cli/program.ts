@@ -285,6 +285,10 @@ Examples:
     )
     .addOption(new Option('--not-committed', 'the side effect did not happen: the next claim executes again'))
     .option('--result <json>', 'the outcome, as JSON (with --committed); recorded sealed with BQI_KEYRING')
+    .option(
+      '--public <fields>',
+      "top-level fields of --result kept in clear beside the sealed copy, comma-separated: the operation's publicResult",
+    )
     .addOption(reasonOption().makeOptionMandatory())
     .addOption(actorOption('who acts'))
     .addOption(jsonOption())
@@ -293,11 +297,16 @@ Examples:
       `
 --committed needs BQI_KEYRING: the result is sealed with its current key before it is recorded,
 for the key's own row (its operation and key), so a replay returns it sealed like any other; it
-is never printed. The CLI does not load operation definitions: the operation's result schema is
-not applied, and no field is kept in clear (its publicResult fields are only in the sealed copy).
+is never printed. The CLI does not load operation definitions, so it cannot apply the operation's
+result schema, nor know its publicResult fields: without --public no field is kept in clear, and
+replays hold the result only sealed (a consumer reading a public field of returnvalue finds none).
+--public names those fields, each a top-level field of --result with a value (else refused, and
+nothing recorded). To check the result against the schema too, resolve from code with the
+operation: idem.resolve(key, { committed: true, result, operation }, { actor, reason }).
 
 Examples:
   $ bullmq-idempotency resolve KEY --committed --result '{"assetId":"a1"}' --reason 'found in the provider dashboard'
+  $ bullmq-idempotency resolve KEY --committed --result '{"chargeId":"ch_1","card":"…"}' --public chargeId --reason 'in the PSP dashboard'
   $ bullmq-idempotency resolve KEY --not-committed --reason 'the provider has no record of it'`,
     )
     .action(lazy(async () => (await import('./commands/ledger.js')).resolveCommand));

@@ -5,10 +5,10 @@ import { ConfirmationStore } from '../confirm/confirmation-store.js';
 import { IllegalTransitionError } from '../errors/errors.js';
 import { ERROR_CODES, isIdempotencyError } from '../errors/idempotency-error.js';
 import type { LedgerRecord } from '../ledger/types.js';
+import { resolvedResult } from '../operation/resolved-result.js';
 import { jobIdFor } from '../producer/enqueue.js';
 import { type RerunOutcome, rerun } from '../producer/rerun.js';
 import { type OpenedValues, openRecordParts } from '../sealing/open-record.js';
-import { sealResult } from '../sealing/sealed-result.js';
 import { mayAnswer, type Operator } from '../shared/operators.js';
 import type { ConsoleDeps } from './deps.js';
 
@@ -157,9 +157,8 @@ async function resolveCommitted(deps: ConsoleDeps, operator: Operator, form: Act
     // Never quoted: it may be what the key must keep.
     throw new ConsoleRefusal(400, ERROR_CODES.invalidInput, `the result is not JSON (${text.length} characters)`);
   }
-  const op = deps.operations.get(record.operation);
-  if (op) value = op.parseResult(value);
-  const sealed = sealResult(value, op?.publicResult ?? [], keyring, { operation: record.operation, key: record.key });
+  // Checked and sealed as the operation's own completion would (its schema, its public fields).
+  const sealed = resolvedResult(record, value, keyring, { operation: deps.operations.get(record.operation) });
   const r = await settle(() =>
     resolveKey(deps.ledger, record.key, { committed: true, result: sealed }, by(deps, operator, form)),
   );

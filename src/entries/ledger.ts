@@ -41,6 +41,7 @@ export {
   type LedgerOptions,
   PostgresLedger,
 } from '../ledger/postgres-ledger.js';
+export { type ResolvingOperation, resolvedResult } from '../operation/resolved-result.js';
 export {
   type RetryJobOptions,
   type RetryWindowOptions,

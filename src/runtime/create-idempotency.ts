@@ -13,22 +13,24 @@ import { type AnswerResult, answerConfirmation, listConfirmations } from '../con
 import type { Confirmation } from '../confirm/types.js';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { errorLabel } from '../errors/clean-name.js';
-import { IdempotencyConfigError } from '../errors/errors.js';
+import { IdempotencyConfigError, IllegalTransitionError } from '../errors/errors.js';
 import type { IntentTx } from '../intents/executor.js';
 import { intentEvent } from '../intents/intent-events.js';
 import { IntentListener } from '../intents/listener.js';
 import { createAuditWriter, DEFAULT_AUDIT_QUEUE } from '../jobs/audit-writer.js';
+import { toKey } from '../ledger/claim-rows.js';
 import { PostgresLedger } from '../ledger/postgres-ledger.js';
-import type { KeyLike, LedgerRecord, LedgerStatus, ResolveOutcome } from '../ledger/types.js';
+import type { KeyLike, LedgerRecord, LedgerStatus } from '../ledger/types.js';
 import type { EnqueueOptions, EnqueueResult } from '../operation/enqueue-types.js';
 import type { Operation } from '../operation/operation.js';
+import { type ResolvingOperation, resolvedResult } from '../operation/resolved-result.js';
 import type { WorkerTiming } from '../operation/retry-window.js';
 import { IntentRelay, type RelayCounts, relayIntents } from '../ops/intent-relay.js';
 import { jobIdFor } from '../producer/enqueue.js';
 import { type RerunOutcome, rerun } from '../producer/rerun.js';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
 import { type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
-import { isSealedResult, type SealedResult, sealResult } from '../sealing/sealed-result.js';
+import type { SealedResult } from '../sealing/sealed-result.js';
 import type { Logger } from '../shared/logger.js';
 import { openWorker, queueBackendOf } from '../shared/queue-backend.js';
 import type { IdempotentProcessor } from '../worker/types.js';
@@ -71,6 +73,14 @@ export type RuntimeEnqueueOptions = Omit<EnqueueOptions, 'keyring' | 'durable'> 
 
 /** Default polling interval of the in-process relay. */
 const DEFAULT_RELAY_EVERY_MS = 5_000;
+
+/**
+ * What `idem.resolve` takes: what became of the key's side effect; with `committed`, the result a
+ * replay returns, and optionally the key's operation (else the runtime's own of that name).
+ */
+export type RuntimeResolveOutcome =
+  | { committed: true; result: unknown; operation?: ResolvingOperation }
+  | { committed: false };
 
 /** Who performs an operator action, and why (kept in the ledger's record and in its `user` audit event). */
 export type OperatorOptions = { actor: string; reason: string };
@@ -143,6 +153,8 @@ export class Idempotency {
   private readonly workers: Worker[] = [];
   /** The lock and stall settings of the worker built for each queue: `enqueue` checks retention against them. */
   private readonly timings = new Map<string, WorkerTiming>();
+  /** The operations this runtime built a worker or processor for, by name: `resolve` uses them. */
+  private readonly operations = new Map<string, ResolvingOperation>();
   private readonly durableByDefault: boolean;
   /** The in-process relay (`intents.relay`), and its listener. */
   private readonly relay: { relay: IntentRelay; listener: IntentListener | undefined } | undefined;
@@ -253,6 +265,8 @@ export class Idempotency {
     options: ProcessorOptions<DB> = {},
   ): IdempotentBullProcessor<R, P> {
     this.assertOpen();
+    // Known by name from now on: `resolve` checks and seals a found result as this operation would.
+    if (!this.operations.has(operation.name)) this.operations.set(operation.name, operation as ResolvingOperation);
     const audit = this.auditEmitter();
     const wrapped = withIdempotency(operation, processor, {
       ledger: this.ledger,
@@ -447,27 +461,27 @@ export class Idempotency {
   }
 
   /**
-   * Settles an `unknown` record: `{ committed: true, result }` (sealed with the keyring before it
-   * is recorded, so a replay returns a `SealedResult` like any other) or `{ committed: false }`
-   * (the next attempt runs it). Audited like {@link invalidate}.
+   * Settles an `unknown` record: `{ committed: true, result }` or `{ committed: false }` (the
+   * next attempt runs it). A committed result is recorded as the operation's own completion
+   * records one, so a replay of the key returns what a normal completion's replay returns: with
+   * the key's operation known (given as `operation`, or one this runtime built a worker or
+   * processor for, by the name the ledger records), the result is checked by its result schema
+   * (a refusal throws `IDEMPOTENCY_INVALID_INPUT` and records nothing) and sealed with its
+   * `publicResult` fields in clear beside `$sealed`; with no operation known it is sealed whole.
+   * Audited like {@link invalidate}.
    *
    * @example
+   * await idem.resolve(key, { committed: true, result: { chargeId: 'ch_1' }, operation: chargeOrder }, { actor: 'bob', reason: 'found in the PSP dashboard' });
    * await idem.resolve(key, { committed: false }, { actor: 'bob', reason: 'no charge at the provider' });
    */
-  async resolve(key: KeyLike, outcome: ResolveOutcome, by: OperatorOptions): Promise<OperatorActionResult> {
-    // Sealed for the row it settles (its operation and key), so a replay there opens it.
-    const record = outcome.committed && !isSealedResult(outcome.result) ? await this.ledger.get(key) : null;
-    const settled: ResolveOutcome =
-      outcome.committed && !isSealedResult(outcome.result)
-        ? {
-            committed: true,
-            result: sealResult(outcome.result, [], this.keyring, {
-              operation: record?.operation ?? '',
-              key: record?.key ?? '',
-            }),
-          }
-        : outcome;
-    return resolveKey(this.ledger, key, settled, { actor: by.actor, reason: by.reason, store: this.store });
+  async resolve(key: KeyLike, outcome: RuntimeResolveOutcome, by: OperatorOptions): Promise<OperatorActionResult> {
+    const options = { actor: by.actor, reason: by.reason, store: this.store };
+    if (!outcome.committed) return resolveKey(this.ledger, key, { committed: false }, options);
+    const record = await this.ledger.get(key);
+    if (!record) throw new IllegalTransitionError({ key: toKey(key), from: null, action: 'resolve' });
+    const operation = outcome.operation ?? this.operations.get(record.operation);
+    const result = resolvedResult(record, outcome.result, this.keyring, { operation });
+    return resolveKey(this.ledger, record.key, { committed: true, result }, options);
   }
 
   /**

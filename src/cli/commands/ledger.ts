@@ -1,10 +1,10 @@
 import type { AuditEvent } from '../../audit/audit-event.js';
-import { IllegalTransitionError } from '../../errors/errors.js';
+import { IllegalTransitionError, InvalidInputError } from '../../errors/errors.js';
 import { boundedKey, idempotencyKeySchema } from '../../keys/idempotency-key.js';
 import type { LedgerRecord } from '../../ledger/types.js';
 import { ENVELOPE_FIELD } from '../../operation/envelope.js';
+import { resolvedResult } from '../../operation/resolved-result.js';
 import type { Keyring } from '../../sealing/keyring.js';
-import { sealResult } from '../../sealing/sealed-result.js';
 import { actorLabel } from '../actor.js';
 import type { CliContext } from '../context.js';
 import { CliError, EXIT, notFound, usageError } from '../errors.js';
@@ -242,6 +242,8 @@ export type ResolveCommandOptions = {
   notCommitted?: boolean;
   /** The result as JSON text; parsed here, so a parse error never quotes it. */
   result?: string;
+  /** Top-level fields of the result kept in clear beside `$sealed`, comma-separated: the operation's `publicResult`. */
+  public?: string;
   reason: string;
   actor: string;
   json?: boolean;
@@ -257,7 +259,9 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
   if (opts.notCommitted && opts.result !== undefined) {
     throw new CliError(EXIT.usage, '--result goes with --committed only');
   }
+  if (opts.public !== undefined && !opts.committed) throw usageError('--public goes with --committed only');
   const value = opts.result === undefined ? undefined : parseResult(opts.result);
+  const publicFields = opts.public === undefined ? [] : parsePublic(opts.public);
   // The result is recorded sealed, as the wrapper records one: without the keyring, nothing is.
   const keyring = opts.committed
     ? ctx.keyring('resolve --committed: the result is sealed with its current key before it is recorded')
@@ -275,6 +279,8 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
         'resolve only settles an unknown outcome; `invalidate` forces the next attempt to execute again',
     );
   }
+  // Sealed as the operation's completion seals it when --public names its publicResult fields.
+  const result = keyring ? sealFound(record, value, keyring, publicFields) : undefined;
   const action: Omit<OperatorAction, 'receipt'> = {
     type: 'resolved',
     record,
@@ -287,14 +293,10 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
   const { resolveKey } = await import('../../audit/operator-actions.js');
   let receipt: Awaited<ReturnType<typeof resolveKey>>;
   try {
-    receipt = await resolveKey(
-      ledger,
-      key,
-      keyring
-        ? { committed: true, result: sealResult(value, [], keyring, { operation: record.operation, key: record.key }) }
-        : { committed: false },
-      { ...operatorOptions(opts), store: await ctx.store() },
-    );
+    receipt = await resolveKey(ledger, key, result ? { committed: true, result } : { committed: false }, {
+      ...operatorOptions(opts),
+      store: await ctx.store(),
+    });
   } catch (err) {
     if (err instanceof IllegalTransitionError && err.details.from !== null) {
       // Someone else settled it between our read and the write.
@@ -308,6 +310,7 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
       toJson({
         key,
         committed,
+        ...(committed ? { public: publicFields } : {}),
         status: action.afterStatus,
         epoch: receipt.epoch,
         at: receipt.at,
@@ -320,7 +323,38 @@ export async function resolveCommand(ctx: CliContext, keyArg: string, opts: Reso
         ? `resolved ${key} as committed: completed at epoch ${receipt.epoch}; replays return the given result`
         : `resolved ${key} as not committed: released at epoch ${receipt.epoch}; the next claim executes again`,
     );
+    if (committed) {
+      ctx.io.out(
+        publicFields.length > 0
+          ? `in clear beside the sealed copy: ${publicFields.join(', ')}`
+          : "no field in clear: replays hold the result only sealed (--public names the operation's publicResult fields)",
+      );
+    }
     ctx.io.out(`audit event ${eventId} (actor ${actorLabel(opts.actor)})`);
+  }
+}
+
+/** `--public a,b`: distinct, non-empty field names. */
+function parsePublic(text: string): string[] {
+  const fields = text.split(',').map((f) => f.trim());
+  if (fields.some((f) => f === '') || new Set(fields).size !== fields.length) {
+    throw usageError(
+      '--public takes distinct top-level field names of --result, comma-separated: --public chargeId,status',
+    );
+  }
+  return fields;
+}
+
+/** The found result sealed for the record's row; public fields that are not the result's are refused, never echoed. */
+function sealFound(record: LedgerRecord, value: unknown, keyring: Keyring, publicFields: string[]): unknown {
+  try {
+    return resolvedResult(record, value, keyring, { publicFields });
+  } catch (err) {
+    if (!(err instanceof InvalidInputError)) throw err;
+    const wrong = err.details.issues.length;
+    throw usageError(
+      `--public names ${wrong} field(s) that are not top-level fields of --result with a value (a JSON object): nothing was recorded`,
+    );
   }
 }
 
