@@ -1,5 +1,4 @@
 import type { ChildProcess } from 'node:child_process';
-import type { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/env.js';
@@ -9,7 +8,7 @@ import { startOperationsProcess } from '../src/ops/operations-process.js';
 import { createIdempotency, type Idempotency } from '../src/runtime/create-idempotency.js';
 import { unseal } from '../src/sealing/sealed-result.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';
-import { pgChargeOperation as charge } from './fixtures/pg-backend.js';
+import { pgChargeOperation as charge, pgKilledChargeOperation as killed } from './fixtures/pg-backend.js';
 import { TestContext, waitFor } from './helpers/context.js';
 import { TEST_KEYRING_SPEC, testKeyring } from './helpers/keyring.js';
 import type { PgBackendChildConfig } from './helpers/pg-backend-child.js';
@@ -27,7 +26,6 @@ const TIMING = { lockDuration: 2000, stalledInterval: 500 } as const;
 
 let ds: CommitCountingServer;
 let idem: Idempotency;
-let worker: Worker;
 const children: (ChildProcess & Collected)[] = [];
 
 function runtime(): Idempotency {
@@ -42,20 +40,22 @@ function runtime(): Idempotency {
   });
 }
 
+/** Charges the downstream with the operation key; the result carries a card token to keep sealed. */
+const chargeHandler = async (
+  input: { order: string; amount: number },
+  ctx: { idempotencyKey: string; signal: AbortSignal },
+) => {
+  const res = await postEffect<{ id: string }>(ds.url, input, ctx.idempotencyKey, ctx.signal);
+  if (res.status >= 300) throw new Error(`downstream answered ${res.status}`);
+  return { chargeId: res.body.id, cardToken: `tok_secret_${input.order}` };
+};
+
 beforeAll(async () => {
   await t.setup();
   ds = await startCommitCounter();
   idem = runtime();
   await idem.migrate();
-  worker = idem.worker(
-    charge,
-    async (input, ctx) => {
-      const res = await postEffect<{ id: string }>(ds.url, input, ctx.idempotencyKey, ctx.signal);
-      if (res.status >= 300) throw new Error(`downstream answered ${res.status}`);
-      return { chargeId: res.body.id, cardToken: `tok_secret_${input.order}` };
-    },
-    { concurrency: 20, ...TIMING },
-  );
+  idem.worker(charge, chargeHandler, { concurrency: 20, ...TIMING });
 });
 
 afterAll(async () => {
@@ -137,16 +137,16 @@ describe("BullMQ's PostgreSQL backend", () => {
       downstreamUrl: ds.url,
       ...TIMING,
     };
-    // This process's worker stops taking jobs: the child takes the next one.
-    await worker.pause(true);
+    // The child's operation has a queue of its own: only the child can take the job.
     const child = spawnTs('test/helpers/pg-backend-child.ts', [JSON.stringify(config)], childEnv({}));
     children.push(child);
     await waitFor(() => child.out.includes('"ready"'), 'the child worker to start', 60_000);
-    const { jobId, key } = await idem.enqueue(charge, { order: 'pg-killed', amount: 500 });
+    const { jobId, key } = await idem.enqueue(killed, { order: 'pg-killed', amount: 500 });
     await waitFor(() => child.out.includes('"committed"'), 'the child to commit', 30_000);
     child.kill('SIGKILL');
-    worker.resume();
-    const result = await idem.result(charge, jobId, { timeoutMs: 60_000 });
+    // A worker of this process takes the stalled job over.
+    idem.worker(killed, chargeHandler, { concurrency: 1, ...TIMING });
+    const result = await idem.result(killed, jobId, { timeoutMs: 60_000 });
     expect(commitsOf('pg-killed')).toBe(1);
     expect(result.chargeId).toBe(ds.effects.find((e) => (e.body as { order: string }).order === 'pg-killed')?.id);
     const record = await idem.inspect(key);

@@ -8,7 +8,7 @@
 import { writeSync } from 'node:fs';
 import { createIdempotency } from '../../src/runtime/create-idempotency.js';
 import { postEffect } from '../../src/testing/index.js';
-import { pgChargeOperation } from '../fixtures/pg-backend.js';
+import { pgKilledChargeOperation } from '../fixtures/pg-backend.js';
 import { TEST_KEYRING_SPEC } from './keyring.js';
 
 export type PgBackendChildConfig = {
@@ -34,7 +34,7 @@ const idem = createIdempotency({
   audit: false,
 });
 idem.worker(
-  pgChargeOperation,
+  pgKilledChargeOperation,
   async (input, ctx) => {
     const res = await postEffect<{ id: string }>(config.downstreamUrl, input, ctx.idempotencyKey, ctx.signal);
     say({ event: 'committed', effect: res.body.id });
