@@ -244,6 +244,9 @@ describe('the examples of README.md and docs/*.md', () => {
           'docs/layout.md',
           'docs/sealing-keys.md',
           'docs/audit-verify.md',
+          'docs/life-of-a-job.md', // a map of the code, checked by test/life-of-a-job.test.ts
+          'docs/nestjs.md', // decorators: its recipe runs in test/nestjs.test.ts
+          'docs/postgres-only.md', // its configuration runs in test/pg-backend.test.ts
         ].includes(d),
     )) {
       if (doc !== 'README.md') expect(docsWith.has(doc), `${doc} has no program`).toBe(true);

@@ -68,9 +68,11 @@ describe('error codes: one table', () => {
  * processors, with the processor's own code. EffectRequestError (src/testing) is the network
  * failure of the downstream stub's client: it stands for a third party's error that a processor
  * meets, with the socket's code (UND_ERR_SOCKET), so the wrapper must treat it as a processor's
- * error, not as one of its own. An entry here that no longer extends Error fails the test below.
+ * error, not as one of its own. ConsoleRefusal (src/console) is an HTTP answer of the console's
+ * handler with the console's own codes, caught there and never thrown out of it. An entry here
+ * that no longer extends Error fails the test below.
  */
-const NOT_ON_THE_BASE = new Set(['RetryableError', 'TerminalError', 'EffectRequestError']);
+const NOT_ON_THE_BASE = new Set(['RetryableError', 'TerminalError', 'EffectRequestError', 'ConsoleRefusal']);
 
 describe('error classes: one base', () => {
   const direct = FILES.flatMap((f) =>

@@ -24,9 +24,14 @@ export const CONSOLE_CODES = {
   forgery: 'FORGED_REQUEST',
   notFound: 'NOT_FOUND',
   badRequest: 'BAD_REQUEST',
+  /** The audit event of an opening of sealed values was refused: nothing is shown (500). */
+  openingNotAudited: 'OPENING_NOT_AUDITED',
 } as const;
 
-/** An action the console refuses, with its HTTP status and code; the message is shown to the operator. */
+/**
+ * An action the console refuses, with its HTTP status and code; the message is shown to the
+ * operator. An answer of the console's handler, caught there: never thrown out of it.
+ */
 export class ConsoleRefusal extends Error {
   constructor(
     readonly status: number,
@@ -239,7 +244,7 @@ export async function openSealed(
   if (written.deadLettered > 0) {
     throw new ConsoleRefusal(
       500,
-      'AUDIT_NOT_WRITTEN',
+      CONSOLE_CODES.openingNotAudited,
       'the audit event of this opening was refused; nothing was shown',
     );
   }

@@ -45,7 +45,7 @@ import pg from 'pg';
 import { z } from 'zod';
 import { createIdempotency, defineKeyring, defineOperation, type SealedResult, unseal } from 'bullmq-idempotency';
 import { AuditStore } from 'bullmq-idempotency/audit';
-import { boundedKey, type ClaimOptions, fingerprint, PostgresLedger } from 'bullmq-idempotency/ledger';
+import { boundedKey, type ClaimOptions, keyedFingerprint, PostgresLedger } from 'bullmq-idempotency/ledger';
 import { createIdempotencyMetrics } from 'bullmq-idempotency/observability';
 import { startOperationsProcess } from 'bullmq-idempotency/ops';
 import { defineRedactionPolicy } from 'bullmq-idempotency/redaction';
@@ -88,7 +88,7 @@ try {
   const claim: ClaimOptions = {
     key: { namespace: 'consumer/payments.charge', resourceKey: 'order:1', version: 'v1' },
     operation: 'payments.charge',
-    fingerprint: fingerprint('payments.charge', { orderId: '1', amount: 1200 }),
+    fingerprint: keyedFingerprint(idem.keyring, 'payments.charge', { orderId: '1', amount: 1200 }),
     leaseMs: 10_000,
     retentionMs: 3_600_000,
     downstream: 'idempotent',
