@@ -10,7 +10,7 @@ import { NotMigratedError } from '../src/errors/errors.js';
 import { ERROR_CODES, IdempotencyError, isIdempotencyError } from '../src/errors/idempotency-error.js';
 import { HttpError } from '../src/ops/http-server.js';
 import { HttpListenError } from '../src/ops/operations-process.js';
-import { LedgerUnreachableError } from '../src/worker/ledger-unreachable.js';
+import { LedgerUnreachableError } from '../src/worker/record.js';
 import { ROOT } from './helpers/spawn.js';
 
 /** The file that holds the table: codes written there are the table itself. */

@@ -26,9 +26,9 @@ import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { TRANSITION_NAMES } from '../src/ledger/transitions.js';
 import type { ClaimOutcome, Downstream, LedgerStatus, Transition } from '../src/ledger/types.js';
 import type { WrapperEvent } from '../src/shared/wrapper-event.js';
-import { AttemptEvents } from '../src/worker/attempt-events.js';
-import type { AttemptScope } from '../src/worker/attempt-scope.js';
-import { decideClaim } from '../src/worker/claim-decision.js';
+import { decideClaim } from '../src/worker/claim.js';
+import { AttemptEvents } from '../src/worker/record.js';
+import type { AttemptScope } from '../src/worker/types.js';
 import { TestContext } from './helpers/context.js';
 import { payClaim } from './helpers/ledger-claims.js';
 

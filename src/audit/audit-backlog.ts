@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
+import { queueRedis } from '../shared/bullmq.js';
 import { type OutboxStats, outboxStats } from './outbox.js';
 
 /** Delayed and failed audit batches looked at for the oldest one (the waiting list is ordered). */
@@ -51,7 +52,7 @@ async function pendingBatches(
   queue: Queue,
 ): Promise<{ counts: AuditQueueCounts; oldestTimestamp: number | undefined }> {
   // Undefined on BullMQ's PostgreSQL backend, which has no Redis client.
-  const client = await (queue.backend as Partial<Pick<typeof queue.backend, 'client'>>).client;
+  const client = await queueRedis(queue);
   if (!client) return pendingBatchesOfBackend(queue);
   const [counts, waitTail, active, delayed, failed] = await Promise.all([
     queue.getJobCounts('waiting', 'delayed', 'active', 'failed'),

@@ -9,7 +9,7 @@ import { auditEventFromWrapper } from './from-wrapper.js';
 const STEP = '#step=';
 
 /** The job, queue and task of the attempt that claimed the epoch a transition belongs to. */
-export type AttemptFacts = Pick<RecordedTransition, 'jobId' | 'queue' | 'taskId'>;
+export type ClaimingAttempt = Pick<RecordedTransition, 'jobId' | 'queue' | 'taskId'>;
 
 /** Who wrote a transition's event: the backfill (derived from the ledger), or an operator's tool. */
 export type EventSource = 'backfill' | 'library' | 'cli' | 'console';
@@ -28,7 +28,7 @@ export function eventsForRecord(r: LedgerRecord, actorId = 'backfill'): AuditEve
   if (r.transitions === null) return currentStateEvents(r, actorId);
   const out: AuditEvent[] = [];
   // The job, queue and task of the attempt in effect: a transition other than a claim keeps them.
-  let attempt: AttemptFacts = {};
+  let attempt: ClaimingAttempt = {};
   for (const t of r.transitions) {
     if (TRANSITIONS[t.transition].by === 'claim') attempt = t;
     out.push(transitionEvent(r, t, attempt, actorId, DERIVED_VIA));
@@ -48,7 +48,7 @@ export function recordedTransitionEvent(
   actorId: string,
   via: EventSource,
 ): AuditEvent | undefined {
-  let attempt: AttemptFacts = {};
+  let attempt: ClaimingAttempt = {};
   for (const t of r.transitions ?? []) {
     if (TRANSITIONS[t.transition].by === 'claim') attempt = t;
     if (t.epoch === epoch && t.transition === transition) return transitionEvent(r, t, attempt, actorId, via);
@@ -85,7 +85,7 @@ export function transitionEventIds(r: LedgerRecord, horizon?: Date): string[] {
 export function transitionEvent(
   r: LedgerRecord,
   t: RecordedTransition,
-  attempt: AttemptFacts,
+  attempt: ClaimingAttempt,
   actorId: string,
   via: EventSource,
 ): AuditEvent {

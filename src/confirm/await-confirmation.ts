@@ -7,7 +7,7 @@ import { toMs } from '../operation/duration.js';
 import type { Operation } from '../operation/operation.js';
 import { assertRetentionCovers } from '../operation/retry-window.js';
 import { cleanReason } from '../redaction/clean-reason.js';
-import { unrecoverable } from '../sealing/bullmq-signals.js';
+import { unrecoverable } from '../sealing/bullmq-errors.js';
 import type { Keyring } from '../sealing/keyring.js';
 import type { Logger } from '../shared/logger.js';
 import type { ConfirmationStore } from './confirmation-store.js';

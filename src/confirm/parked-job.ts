@@ -1,4 +1,5 @@
-import { DelayedError, type Job } from 'bullmq';
+import type { Job } from 'bullmq';
+import { waitAsDelayedJob } from '../shared/bullmq.js';
 import type { Logger } from '../shared/logger.js';
 import type { ConfirmationStore } from './confirmation-store.js';
 import { CONFIRMATION_PENDING } from './events.js';
@@ -65,13 +66,16 @@ export async function parkJob(
   if (options.mark && parkedMark(job.data)?.id !== c.id && isObject(job.data)) {
     await job.updateData({ ...job.data, [PARKED_FIELD]: { id: c.id, recheckMs } satisfies ParkedMark });
   }
-  await job.moveToDelayed(Date.now() + waitMs, token);
-  // An answer given while the job was on its way to the delayed set found nothing to promote.
-  const now = await store.get(c.id).catch(() => c);
-  if (now.status !== 'pending') await job.promote().catch(() => {});
-  options.logger?.debug({ confirmation: c.id, jobId: job.id, waitMs }, 'waiting for confirmation');
-  // BullMQ knows it by its class; the code is what the lease's release tells the trail.
-  throw Object.assign(new DelayedError(), { code: CONFIRMATION_PENDING });
+  // BullMQ knows the DelayedError by its class; its code is what the lease's release tells the trail.
+  return waitAsDelayedJob(job, token, waitMs, {
+    code: CONFIRMATION_PENDING,
+    moved: async () => {
+      // An answer given while the job was on its way to the delayed set found nothing to promote.
+      const now = await store.get(c.id).catch(() => c);
+      if (now.status !== 'pending') await job.promote().catch(() => {});
+      options.logger?.debug({ confirmation: c.id, jobId: job.id, waitMs }, 'waiting for confirmation');
+    },
+  });
 }
 
 /**

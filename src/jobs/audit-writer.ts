@@ -1,4 +1,4 @@
-import { type ConnectionOptions, DelayedError, type Job, type Processor, Worker, type WorkerOptions } from 'bullmq';
+import { type ConnectionOptions, type Job, type Processor, Worker, type WorkerOptions } from 'bullmq';
 import type pg from 'pg';
 import { AuditStore, DEFAULT_CHAIN_SLOTS } from '../audit/audit-store.js';
 import {
@@ -12,8 +12,10 @@ import { exportChainHeads } from '../audit/verify-chain.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
+import { waitAsDelayedJob } from '../shared/bullmq.js';
 import type { Logger } from '../shared/logger.js';
 import { queueBackendOf } from '../shared/queue-backend.js';
+import { backoffDelay } from '../shared/timing.js';
 
 export const DEFAULT_AUDIT_QUEUE = 'bullmq-idempotency-audit';
 
@@ -99,12 +101,13 @@ export function createAuditWriter(options: AuditWriterOptions): Worker {
         if (!token || !isTransientError(err)) throw err;
         const retry = transientRetries(job);
         const delayMs = transientDelay(retry, options.transientBackoff);
-        await job.moveToDelayed(Date.now() + delayMs, token);
-        options.logger?.warn(
-          { jobId: job.id, retry: retry + 1, delayMs, err: errorLabel(err) },
-          'audit batch delayed: transient error',
-        );
-        throw new DelayedError();
+        return waitAsDelayedJob(job, token, delayMs, {
+          moved: () =>
+            options.logger?.warn(
+              { jobId: job.id, retry: retry + 1, delayMs, err: errorLabel(err) },
+              'audit batch delayed: transient error',
+            ),
+        });
       }
     },
     {
@@ -177,6 +180,5 @@ function transientRetries(job: Job): number {
 export function transientDelay(retry: number, backoff: TransientBackoffOptions = {}): number {
   const initial = backoff.initialMs ?? DEFAULT_TRANSIENT_INITIAL_MS;
   const max = Math.max(initial, backoff.maxMs ?? DEFAULT_TRANSIENT_MAX_MS);
-  const delay = Math.min(max, initial * 2 ** Math.min(retry, 30));
-  return Math.round(delay * (1 - Math.random() * 0.2));
+  return backoffDelay(retry, { baseMs: initial, capMs: max, spread: 0.2 });
 }

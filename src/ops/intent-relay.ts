@@ -5,7 +5,7 @@ import { errorLabel } from '../errors/clean-name.js';
 import { intentExecutor } from '../intents/executor.js';
 import { intentEvent } from '../intents/intent-events.js';
 import { type DueIntent, deleteClaimedIntents, lockDueIntents, markIntentsChecked } from '../intents/intent-store.js';
-import { queueRedis } from '../producer/enqueue.js';
+import { queueRedis } from '../shared/bullmq.js';
 import type { Logger } from '../shared/logger.js';
 
 /** Intents looked at per transaction. */

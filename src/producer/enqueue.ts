@@ -9,6 +9,7 @@ import type { AbsorbedState, DurableIntentOptions, EnqueueOptions, EnqueueResult
 import { ENVELOPE_FIELD, type JobEnvelope } from '../operation/envelope.js';
 import { assertRetentionCovers, type RetryWindowOptions, retryWindowMs } from '../operation/retry-window.js';
 import { sealInput } from '../sealing/sealed-input.js';
+import { queueRedis } from '../shared/bullmq.js';
 
 /**
  * What the producer needs of an operation (a defined `Operation` is one): its name, how to
@@ -100,25 +101,6 @@ function deferredResult(p: Prepared, recorded: Set<string>): EnqueueResult {
     intent: recorded.has(idempotencyKey) ? 'recorded' : 'existing',
     deferred: true,
   };
-}
-
-/** What the queue's Redis client offers for pipelined reads (BullMQ 6: `backend.client`; 5: `client`). */
-type QueueReader = {
-  pipeline(): {
-    hget(key: string, field: string): unknown;
-    exists(key: string): unknown;
-    exec(): Promise<[Error | null, unknown][] | null>;
-  };
-};
-type QueueView = { client?: Promise<QueueReader>; backend?: { client?: Promise<QueueReader> } };
-
-/**
- * The queue's own Redis client (BullMQ 6: `backend.client`; 5: `client`), for pipelined reads;
- * undefined on another backend (BullMQ's PostgreSQL backend has none).
- */
-export async function queueRedis(queue: Queue): Promise<QueueReader | undefined> {
-  const view = queue as unknown as QueueView;
-  return (await (view.backend?.client ?? view.client)) ?? undefined;
 }
 
 /** What a backend without a Redis client answers for one job: its stored form, or undefined. */

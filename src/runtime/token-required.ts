@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import { IdempotencyConfigError } from '../errors/errors.js';
-import { unrecoverable } from '../sealing/bullmq-signals.js';
+import { unrecoverable } from '../sealing/bullmq-errors.js';
 import type { Logger } from '../shared/logger.js';
 
 /** What the refusal says: a code a program matches, and how to pass the token on. */

@@ -1,19 +1,33 @@
 import type { Job } from 'bullmq';
 import { RecordLostError, StaleEpochError } from '../errors/errors.js';
+import { ERROR_CODES, IdempotencyError, type IdempotencyErrorDetails } from '../errors/idempotency-error.js';
 import type { AttemptLedger } from '../ledger/postgres-ledger.js';
-import { LeaseLostError } from './lease-lost-error.js';
+import { holdsJobLock } from '../shared/bullmq.js';
 
-export { LeaseLostError } from './lease-lost-error.js';
+/** Why an attempt lost its lease. */
+export type LeaseLostReason = IdempotencyErrorDetails['IDEMPOTENCY_LEASE_LOST']['reason'];
+
+/**
+ * The reason of an attempt's (or a step's) `signal` when it fired because the lease was lost:
+ * taken over by another attempt, not renewed before it expired, or BullMQ's lock on the job lost.
+ * `code` is `IDEMPOTENCY_LEASE_LOST`; `details.reason` (also `reason`) says which.
+ */
+export class LeaseLostError extends IdempotencyError<typeof ERROR_CODES.leaseLost> {
+  constructor(details: IdempotencyErrorDetails['IDEMPOTENCY_LEASE_LOST'], message: string) {
+    super(ERROR_CODES.leaseLost, message, details);
+  }
+
+  /** Which of the three ways the lease was lost. */
+  get reason(): LeaseLostReason {
+    return this.details.reason;
+  }
+}
 
 /**
  * What a claim or a heartbeat returned: the lease's expiry and the time of the same statement,
  * both on the database clock. Their difference is the lease left when the statement ran.
  */
 export type LeaseGrant = { readonly leaseExpiresAt: Date; readonly at: Date };
-
-type RedisGet = { get(key: string): Promise<string | null> };
-/** What a job's queue exposes (BullMQ 5: `client`; BullMQ 6: `backend.client`). */
-type LockView = { client?: Promise<RedisGet>; backend?: { client?: Promise<RedisGet> }; toKey(type: string): string };
 
 /** What a {@link LeaseKeeper} keeps, and what it watches besides the ledger. */
 export type LeaseKeeperOptions = {
@@ -251,14 +265,9 @@ export class LeaseKeeper {
     }
   }
 
-  private async holdsBullLock(): Promise<boolean> {
-    const queue = (this.job as unknown as { queue?: LockView } | undefined)?.queue;
-    const clientPromise = queue?.backend?.client ?? queue?.client;
-    // A sandboxed job has no queue here: BullMQ's lock is not visible, the ledger lease still fences.
-    if (!clientPromise || typeof queue?.toKey !== 'function' || !this.token || !this.job?.id) return true;
-    const client = await clientPromise;
-    const lock = await client.get(`${queue.toKey(this.job.id)}:lock`);
-    return lock === this.token;
+  /** BullMQ's lock on the job is still this worker's (a step's keeper watches none: true). */
+  private holdsBullLock(): Promise<boolean> {
+    return this.job ? holdsJobLock(this.job, this.token) : Promise.resolve(true);
   }
 
   private lose(reason: LeaseLostError['reason'], message: string): void {

@@ -1,9 +1,14 @@
 import type { Job } from 'bullmq';
 import type { Kysely, Transaction } from 'kysely';
+import type { IdentifierStorer } from '../audit/stored-identifier.js';
 import type { ConfirmationDecision, ConfirmRequest } from '../confirm/types.js';
+import type { IdempotencyInProgressError } from '../errors/errors.js';
+import type { IdempotencyError } from '../errors/idempotency-error.js';
 import type { IdempotencyKey } from '../keys/idempotency-key.js';
 import type { AttemptLedger } from '../ledger/postgres-ledger.js';
+import type { ClaimOutcome } from '../ledger/types.js';
 import type { IdempotencyObserver } from '../observability/observer.js';
+import type { Operation } from '../operation/operation.js';
 import type { RetryJobOptions, WorkerTiming } from '../operation/retry-window.js';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
 import type { Keyring } from '../sealing/keyring.js';
@@ -149,3 +154,91 @@ export type WithIdempotencyOptions<DB = unknown> = {
    */
   observer?: IdempotencyObserver;
 };
+
+// ---- Inside the worker: what the phases of one attempt hand each other. ----
+
+/** The checked configuration of one wrapped processor, shared by every phase of its attempts. */
+export type RunnerSettings<DB = unknown> = {
+  readonly op: Operation;
+  readonly options: WithIdempotencyOptions<DB>;
+  readonly keyring: Keyring;
+  /** Who holds the leases this process takes. */
+  readonly owner: string;
+  /** Where `ctx.tx` opens its transactions. */
+  readonly db: Kysely<DB>;
+  /** How long a job waits (delayed) before it looks again at a key in progress elsewhere. */
+  readonly pollMs: number;
+  /** Task, job and step ids and queue names as the ledger, confirmations and logs keep them (see `identifierAsStored`). */
+  readonly ids: IdentifierStorer;
+};
+
+/** BullMQ's counters of a job as the attempt started; every event of the attempt carries them. */
+export type AttemptFacts = { attemptsMade: number; attemptsStarted: number; stalledCounter: number };
+
+/**
+ * What one claim is about: the job, the key claimed and, for a step, the operation it belongs to.
+ * The operation's scope and each of its steps' scopes share the job, token and facts.
+ */
+export type AttemptScope = {
+  job: Job;
+  token: string | undefined;
+  key: IdempotencyKey;
+  /** The bounded key string of `key`. */
+  k: string;
+  taskId: string | undefined;
+  facts: AttemptFacts;
+  /** For a step: the operation's bounded key. */
+  parentK?: string;
+  /** For a step: its name. */
+  stepId?: string;
+};
+
+/** Enough of a scope to report an event before the key is known (a job refused when resolved). */
+export type EventScope = Pick<AttemptScope, 'job' | 'facts'> & Partial<AttemptScope>;
+
+/** A claim that acquired the lease. */
+export type Acquired = Extract<ClaimOutcome, { kind: 'acquired' }>;
+
+/**
+ * What an attempt does after its claim, for an operation and a step alike:
+ * - `run`: the lease is ours: run the processor (or the step's function);
+ * - `replay`: completed before: return the recorded result, run nothing;
+ * - `wait`: another attempt holds the lease: the job waits as a delayed job and claims again;
+ * - `refuse`: conflict, recorded failure or unknown outcome: nothing runs, `error` says why.
+ */
+export type ClaimDecision =
+  | { kind: 'run'; claim: Acquired }
+  | { kind: 'replay'; result: unknown }
+  | { kind: 'wait'; retryAfterMs: number }
+  | { kind: 'refuse'; error: IdempotencyError };
+
+/** A completion's receipt: when it took effect (database time) and the result as recorded. */
+export type Completed = { at: Date; result: unknown };
+
+/** What an attempt learns from its processor's use of the context, read once the processor settles. */
+export type ContextState = {
+  /** `ctx.tx` committed: its value is the operation's result, whatever the processor does next. */
+  recorded: Completed | undefined;
+  /** `ctx.tx` could not reach the database: its writes and its completion did not commit together. */
+  txUnreachable: unknown;
+  /** A step found its key held by another attempt: the job waits, then runs again. */
+  held: { scope: AttemptScope; error: IdempotencyInProgressError; retryAfterMs: number } | undefined;
+  /** Tool decisions reported so far (`ctx.audit()`), for their order. */
+  decisions: number;
+};
+
+/**
+ * What a processor error means for the ledger:
+ * - `wait`: BullMQ's own control flow (delayed, waiting, rate limited): release, rethrow as is;
+ * - `terminal`: failed for good, nothing committed: record the failure, fail without retries;
+ * - `retryable`: nothing committed, or the downstream dedupes by our key: release, BullMQ retries;
+ * - `reconcile`: ask the reconcile hook what happened;
+ * - `unknown`: the effect may have committed and cannot be checked: no unattended retry.
+ */
+export type ErrorClass = 'wait' | 'terminal' | 'retryable' | 'reconcile' | 'unknown';
+
+/**
+ * The signal a write stops retrying on, or what holds it (a lease keeper): read only when a write
+ * failed, since making a keeper's signal costs an AbortController per attempt.
+ */
+export type SignalSource = AbortSignal | { readonly signal: AbortSignal };

@@ -1,11 +1,14 @@
-import { SealError } from '../errors/errors.js';
+import { IdempotencyConflictError, RecordedFailureError, SealError, UnknownOutcomeError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { fingerprint } from '../fingerprint/fingerprint.js';
 import { fingerprintKeyId } from '../fingerprint/keyed-fingerprint.js';
 import type { ClaimOptions, ClaimOutcome } from '../ledger/types.js';
-import { unrecoverable } from '../sealing/bullmq-signals.js';
-import type { AttemptScope } from './attempt-scope.js';
-import type { RunnerSettings } from './runner-settings.js';
+import { unrecoverable } from '../sealing/bullmq-errors.js';
+import type { AttemptEvents } from './record.js';
+import type { AttemptScope, ClaimDecision, RunnerSettings } from './types.js';
+
+// The claim, for an operation and its steps alike: its options built, the ledger asked (once
+// more after a keyring rotation), and its outcome mapped to what the attempt does next.
 
 /**
  * The claim of `scope`'s key, for the operation (`operation` is its name) or one of its steps
@@ -69,4 +72,44 @@ function refingerprint(s: RunnerSettings<unknown>, input: unknown, stored: strin
   if (keyId === undefined && /^[0-9a-f]{64}$/.test(stored))
     return fingerprint(s.op.name, s.op.definition.effect(input));
   return undefined;
+}
+
+/**
+ * Maps a claim's outcome to what the attempt does next, and reports the transition it made or
+ * found by the transition table (the claim that acquired, a takeover that found the holder's
+ * lease expired with no idempotent downstream, a recorded failure or unknown outcome), or the
+ * refusal or replay it met (no transition: replayed, conflict, in progress).
+ */
+export function decideClaim(claim: ClaimOutcome, scope: AttemptScope, events: AttemptEvents): ClaimDecision {
+  switch (claim.kind) {
+    case 'acquired':
+      events.transition(scope, claim.transition, { epoch: claim.epoch, at: claim.at });
+      return { kind: 'run', claim };
+    case 'completed':
+      events.emit(scope, 'replayed', 'allow', { epoch: claim.epoch, at: claim.at });
+      return { kind: 'replay', result: claim.result };
+    case 'conflict': {
+      events.emit(scope, 'conflict', 'deny', { reasonCode: 'IDEMPOTENCY_CONFLICT', at: claim.at });
+      const { kind: _k, at: _at, ...details } = claim;
+      return { kind: 'refuse', error: new IdempotencyConflictError(details) };
+    }
+    case 'inProgress':
+      events.emit(scope, 'in_progress', 'deny', {
+        reasonCode: 'IDEMPOTENCY_IN_PROGRESS',
+        epoch: claim.epoch,
+        at: claim.at,
+      });
+      return { kind: 'wait', retryAfterMs: claim.retryAfterMs };
+    case 'failed':
+      events.transition(scope, 'failed', { reasonCode: claim.error.code, epoch: claim.epoch, at: claim.at });
+      return { kind: 'refuse', error: new RecordedFailureError({ key: scope.k, error: claim.error }) };
+    case 'unknown':
+      // This claim moved the expired lease to unknown, or found the key unknown already.
+      events.transition(scope, claim.transitioned ? 'takeover_unknown' : 'marked_unknown', {
+        ...(claim.error?.code ? { reasonCode: claim.error.code } : {}),
+        epoch: claim.epoch,
+        at: claim.at,
+      });
+      return { kind: 'refuse', error: new UnknownOutcomeError({ key: scope.k, epoch: claim.epoch }) };
+  }
 }

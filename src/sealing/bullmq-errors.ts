@@ -1,7 +1,7 @@
-import { types } from 'node:util';
-import { DelayedError, RATE_LIMIT_ERROR, UnrecoverableError, WaitingChildrenError, WaitingError } from 'bullmq';
+import { UnrecoverableError } from 'bullmq';
 import type { IdempotencyError } from '../errors/idempotency-error.js';
 import type { RecordedError } from '../ledger/types.js';
+import { WAIT_NAMES } from '../shared/bullmq.js';
 import { originalError, rememberOriginal } from './original-error.js';
 import { publicMessageOf, sealedMarker } from './sealed-error.js';
 
@@ -10,8 +10,6 @@ import { publicMessageOf, sealedMarker } from './sealed-error.js';
 // worker and ctx.confirm() both fail jobs this way. The error thrown is never rewritten in place (a
 // Proxy or a frozen error would keep its text) and never travels as `cause`.
 
-/** The names BullMQ 6.7's worker recognises as "the job was moved, not failed" (besides the classes). */
-const WAIT_NAMES = new Set(['DelayedError', 'WaitingError', 'WaitingChildrenError']);
 /** Errors whose message and stack the library built for BullMQ: already fit for Redis. */
 const SEALED_FOR_BULLMQ = new WeakSet<object>();
 /** How each of them was built, so a hint can be added once the key is known. */
@@ -26,44 +24,6 @@ const BUILT = new WeakMap<
     name: string | undefined;
   }
 >();
-
-/**
- * BullMQ's control-flow errors, recognised exactly as BullMQ 6.7 recognises them, so that what is
- * let through unchanged is what BullMQ consumes without storing it:
- * - rate limited: only the message `bullmq:rateLimitExceeded` (`Worker.handleFailed` compares the
- *   message; neither the class `RateLimitError` nor the name counts: `new RateLimitError('429')`
- *   and an SDK's error named `RateLimitError` fail the job, and their text is stored);
- * - delayed, waiting, waiting for children: the class, or that exact `name`;
- * - unrecoverable: the class, or the name `UnrecoverableError` (`Job.shouldRetryJob`); this one
- *   fails the job, so its text is sealed like any other.
- *
- * A name or message counts only as a plain value (not a getter, which could answer BullMQ
- * otherwise), and a Proxy is never a signal.
- */
-export function bullmqSignal(err: unknown): 'unrecoverable' | 'wait' | null {
-  try {
-    if (typeof err !== 'object' || err === null || types.isProxy(err) || !(err instanceof Error)) return null;
-    if (dataValue(err, 'message') === RATE_LIMIT_ERROR) return 'wait';
-    if (err instanceof DelayedError || err instanceof WaitingError || err instanceof WaitingChildrenError)
-      return 'wait';
-    const name = dataValue(err, 'name');
-    if (typeof name === 'string' && WAIT_NAMES.has(name)) return 'wait';
-    if (err instanceof UnrecoverableError || name === 'UnrecoverableError') return 'unrecoverable';
-    return null;
-  } catch {
-    return null; // a prototype chain that throws when walked is nobody's signal
-  }
-}
-
-/** The value of a data property on `obj` or its prototypes; undefined for an accessor or a Proxy on the way. */
-function dataValue(obj: object, prop: string): unknown {
-  for (let o: object | null = obj, depth = 0; o !== null && depth < 32; o = Object.getPrototypeOf(o), depth++) {
-    if (types.isProxy(o)) return undefined;
-    const d = Object.getOwnPropertyDescriptor(o, prop);
-    if (d) return 'value' in d ? d.value : undefined;
-  }
-  return undefined;
-}
 
 /** How BullMQ should take a failed attempt: retried (within its attempts) or failed for good. */
 export type BullmqFailureKind = 'retry' | 'unrecoverable';

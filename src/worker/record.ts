@@ -1,18 +1,74 @@
-import { RecordLostError, StaleEpochError, UnknownOutcomeError } from '../errors/errors.js';
-import { isIdempotencyError } from '../errors/idempotency-error.js';
-import type { ClaimOptions, RecordedError } from '../ledger/types.js';
-import { unrecoverable } from '../sealing/bullmq-signals.js';
+import { types } from 'node:util';
+import { isInfraError } from '../db/unreachable.js';
+import { IllegalTransitionError, RecordLostError, StaleEpochError, UnknownOutcomeError } from '../errors/errors.js';
+import { ERROR_CODES, IdempotencyError, isIdempotencyError } from '../errors/idempotency-error.js';
+import type { AttemptLedger } from '../ledger/postgres-ledger.js';
+import { TRANSITIONS, type TransitionSpec } from '../ledger/transitions.js';
+import type { ClaimOptions, LedgerRecord, LedgerStatus, RecordedError, Transition } from '../ledger/types.js';
+import { unrecoverable } from '../sealing/bullmq-errors.js';
 import { recordedError } from '../sealing/sealed-error.js';
 import { type ResultPlace, sealResult } from '../sealing/sealed-result.js';
-import type { AttemptEvents } from './attempt-events.js';
-import type { AttemptScope } from './attempt-scope.js';
-import type { ErrorClass } from './classify.js';
-import { LedgerUnreachableError } from './ledger-unreachable.js';
-import { type Landed, landedAs, landedCompletion, persist, type SignalSource } from './persist.js';
-import type { RunnerSettings } from './runner-settings.js';
+import { Backoff, pause } from '../shared/timing.js';
+import type { AuditSink, WrapperEvent, WrapperEventType } from '../shared/wrapper-event.js';
+import type { AttemptScope, Completed, ErrorClass, EventScope, RunnerSettings, SignalSource } from './types.js';
 
-/** A completion's receipt: when it took effect (database time) and the result as recorded. */
-export type Completed = { at: Date; result: unknown };
+// Recording what became of an attempt: the ledger's fenced writes (asked again while the lease
+// holds), the audit event of each transition, and the ledger that could not be reached.
+
+/**
+ * Builds the audit events of one operation's attempts and hands them to the sink. Every ledger
+ * transition an attempt makes or finds is reported here, for the operation and its steps alike.
+ */
+export class AttemptEvents {
+  constructor(
+    private readonly operation: string,
+    private readonly sink: AuditSink | undefined,
+  ) {}
+
+  /**
+   * Reports the event of a ledger transition the attempt made or found: its type, decision and
+   * default reason code are the transition table's (`TRANSITIONS`), the ones the backfill derives
+   * from the ledger's record of it, so the live event and the derived one are the same event.
+   */
+  transition(scope: EventScope, name: Transition, extra: Partial<WrapperEvent> = {}): void {
+    const spec: TransitionSpec = TRANSITIONS[name];
+    const reasonCode = extra.reasonCode ?? spec.reasonCode;
+    void this.emit(scope, spec.event, spec.decision, reasonCode ? { ...extra, reasonCode } : extra);
+  }
+
+  /**
+   * Reports one event. Returns the sink's promise (durable), which only `ctx.audit()` awaits: the
+   * ledger records the wrapper's own transitions, so their events are never waited for.
+   */
+  emit(
+    scope: EventScope,
+    type: WrapperEventType,
+    decision: WrapperEvent['decision'],
+    extra: Partial<WrapperEvent> = {},
+  ): void | Promise<void> {
+    const sink = this.sink;
+    if (!sink) return;
+    const event: WrapperEvent = {
+      type,
+      operation: this.operation,
+      decision,
+      queue: scope.job.queueName,
+      attemptsMade: scope.facts.attemptsMade,
+      attemptsStarted: scope.facts.attemptsStarted,
+      stalledCounter: scope.facts.stalledCounter,
+      ...extra,
+      // Database time of the transition when the ledger gave one; otherwise the time of emission.
+      at: extra.at ?? new Date(),
+    };
+    // Assigned rather than spread: this runs for every transition of every job.
+    if (scope.k) event.key = scope.k;
+    if (scope.parentK) event.parentKey = scope.parentK;
+    if (scope.stepId) event.stepId = scope.stepId;
+    if (scope.job.id) event.jobId = scope.job.id;
+    if (scope.taskId) event.taskId = scope.taskId;
+    return sink.emit(event);
+  }
+}
 
 /**
  * Writes what became of an attempt that held the lease, for an operation and its steps alike:
@@ -233,4 +289,95 @@ export class OutcomeRecorder {
       landedCompletion(scope.k, epoch),
     );
   }
+}
+
+/**
+ * A ledger write or claim that could not reach Postgres. Internal: the attempt runner turns it
+ * into a delayed job (no BullMQ attempt used) and never hands it to BullMQ; `cause` is the
+ * driver's error.
+ */
+export class LedgerUnreachableError extends IdempotencyError<typeof ERROR_CODES.ledgerUnreachable> {
+  readonly what: string;
+
+  constructor(what: string, cause: unknown) {
+    super(ERROR_CODES.ledgerUnreachable, `the ledger could not be reached (${what})`, { what }, { cause });
+    this.what = what;
+  }
+}
+
+/**
+ * The {@link LedgerUnreachableError} in `err`'s cause chain (a processor may wrap a step's). Never
+ * throws: a Proxy whose traps throw, or a `cause` getter that does, has none.
+ */
+export function ledgerUnreachable(err: unknown): LedgerUnreachableError | undefined {
+  try {
+    for (let e: unknown = err, depth = 0; !types.isProxy(e) && e instanceof Error && depth < 5; e = e.cause, depth++) {
+      if (e instanceof LedgerUnreachableError) return e;
+    }
+  } catch {
+    // not ours: ours are plain errors
+  }
+  return undefined;
+}
+
+/** The process's one backoff for the ledger: every runner of this process shares it. */
+export const ledgerBackoff = new Backoff();
+
+const signalOf = (source: SignalSource): AbortSignal => (source instanceof AbortSignal ? source : source.signal);
+
+/** How a write that landed although its answer was lost is recognised, and what it returns then. */
+export type Landed<T> = { key: string; epoch: number; status: LedgerStatus; value: (rec: LedgerRecord) => T };
+
+/**
+ * A ledger write made while the attempt holds its lease, asked again with backoff while the
+ * lease holds (`source`'s signal fires when the keeper cannot keep it) and for at most two leases; then a
+ * {@link LedgerUnreachableError}, and the job is deferred. A write that landed although its
+ * answer was lost meets its own state on the retry: `landed` reads it from the record.
+ */
+export async function persist<T>(
+  ledger: AttemptLedger,
+  leaseMs: number,
+  what: string,
+  source: SignalSource,
+  write: () => Promise<T>,
+  landed?: Landed<T>,
+): Promise<T> {
+  const deadline = performance.now() + 2 * leaseMs;
+  let failedBefore = false;
+  for (;;) {
+    try {
+      const out = await write();
+      ledgerBackoff.reset();
+      return out;
+    } catch (err) {
+      if (failedBefore && landed && err instanceof IllegalTransitionError) {
+        const rec = await ledger.get(landed.key).catch((e: unknown) => {
+          if (isInfraError(e)) throw new LedgerUnreachableError(what, e);
+          throw e;
+        });
+        if (rec && rec.epoch === landed.epoch && rec.status === landed.status) return landed.value(rec);
+      }
+      if (!isInfraError(err)) throw err;
+      failedBefore = true;
+      const signal = signalOf(source);
+      const left = deadline - performance.now();
+      if (signal.aborted || left <= 0) throw new LedgerUnreachableError(what, err);
+      await pause(Math.min(left, Math.max(25, leaseMs / 4), ledgerBackoff.next()), signal);
+    }
+  }
+}
+
+/** A completion that landed although its answer was lost: its receipt, read from the record. */
+export function landedCompletion(key: string, epoch: number): Landed<{ at: Date; result: unknown }> {
+  return {
+    key,
+    epoch,
+    status: 'completed',
+    value: (rec) => ({ at: rec.completedAt ?? rec.updatedAt, result: rec.result }),
+  };
+}
+
+/** A fail, release or markUnknown that landed although its answer was lost. */
+export function landedAs(key: string, epoch: number, status: LedgerStatus): Landed<{ at: Date }> {
+  return { key, epoch, status, value: (rec) => ({ at: rec.updatedAt }) };
 }

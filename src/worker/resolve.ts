@@ -1,6 +1,10 @@
+import { hostname } from 'node:os';
 import type { Job } from 'bullmq';
+import type { Kysely } from 'kysely';
+import { type IdentifierStorer, identifierStorer } from '../audit/stored-identifier.js';
+import { auditPolicyFor } from '../config/audit-policy.js';
 import { withoutParkedMark } from '../confirm/parked-job.js';
-import { InvalidInputError } from '../errors/errors.js';
+import { IdempotencyConfigError, InvalidInputError } from '../errors/errors.js';
 import { zodIssues } from '../errors/zod-issues.js';
 import { boundedKey, type IdempotencyKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
 import {
@@ -11,8 +15,62 @@ import {
   readEnvelope,
 } from '../operation/envelope.js';
 import type { Operation } from '../operation/operation.js';
+import { assertRetentionCovers, BULLMQ_DEFAULTS, retryWindowMs } from '../operation/retry-window.js';
 import type { Keyring } from '../sealing/keyring.js';
 import { assertInputKey, openInput } from '../sealing/sealed-input.js';
+import type { AttemptFacts, RunnerSettings, WithIdempotencyOptions } from './types.js';
+
+// Resolving, before anything is claimed: the wrapper's settings once, when the worker is built;
+// each job's input, key and counters as an attempt starts.
+
+/**
+ * Checks the options at wrap time, so a bad setting fails when the worker is built rather than
+ * on the first job: a keyring is required, the lease must be shorter than BullMQ's lock, and the
+ * queue's retry window must fit in the operation's retention.
+ */
+export function resolveSettings<DB>(op: Operation, options: WithIdempotencyOptions<DB>): RunnerSettings<DB> {
+  if (!options.keyring || typeof options.keyring.seal !== 'function') {
+    throw new IdempotencyConfigError(
+      `Operation ${op.name}: withIdempotency needs a keyring (defineKeyring) to seal results and error text`,
+      { option: 'keyring' },
+    );
+  }
+  const lockDuration = options.worker?.lockDuration ?? BULLMQ_DEFAULTS.lockDuration;
+  if (op.leaseMs >= lockDuration) {
+    throw new IdempotencyConfigError(
+      `Operation ${op.name}: lease ${op.leaseMs} ms must be shorter than the worker's lockDuration ${lockDuration} ms, so a crashed attempt's lease has expired when BullMQ redelivers the job`,
+      { option: 'lease', leaseMs: op.leaseMs, lockDuration },
+    );
+  }
+  if (options.jobOptions) {
+    assertRetentionCovers(op.name, op.retentionMs, retryWindowMs(options.jobOptions, options.worker, op.retryWindow));
+  }
+  return {
+    op,
+    options,
+    keyring: options.keyring,
+    owner: options.owner ?? `${hostname()}:${process.pid}`,
+    db: (options.db ?? options.ledger.db) as Kysely<DB>,
+    ids: identifiersOf(options),
+    pollMs: options.inProgressPollMs ?? Math.min(1000, Math.max(50, Math.floor(op.leaseMs / 10))),
+  };
+}
+
+/** How the wrapper keeps ids (see `identifierAsStored`): under `identifierPolicy`, else the keyring's built-in policy. */
+export function identifiersOf(
+  options: Pick<WithIdempotencyOptions<unknown>, 'identifierPolicy' | 'keyring'>,
+): IdentifierStorer {
+  return identifierStorer(options.identifierPolicy ?? auditPolicyFor(options.keyring));
+}
+
+/** The counters BullMQ set on `job` for this attempt. */
+export function factsOf(job: Job): AttemptFacts {
+  return {
+    attemptsMade: job.attemptsMade ?? 0,
+    attemptsStarted: job.attemptsStarted ?? 0,
+    stalledCounter: job.stalledCounter ?? 0,
+  };
+}
 
 export type ResolvedJob = { input: unknown; key: IdempotencyKey; taskId: string | undefined };
 
