@@ -25,7 +25,9 @@ import { waitFor } from './context.js';
 import { testKeyring } from './keyring.js';
 import { CHILD_READY_TIMEOUT_MS, type Collected, collect, nodeArgs, ROOT } from './spawn.js';
 
-export const CONFIRM_TIMING = { leaseMs: 600, lockDuration: 1500, stalledInterval: 300 } as const;
+// Leases and locks long enough that a child starved for a second or two on a loaded machine keeps
+// them (a 600 ms lease lost its renewal and a 1.5 s lock stalled under load); parked waits hold neither.
+export const CONFIRM_TIMING = { leaseMs: 3000, lockDuration: 6000, stalledInterval: 1000 } as const;
 export const AUDIT_QUEUE = 'audit';
 
 export type ConfirmWorkerConfig = {
