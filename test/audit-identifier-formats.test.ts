@@ -34,6 +34,9 @@ const ID_FIELDS = [
 ] as const;
 const ALL_FIELDS = [...ID_FIELDS, 'reasonCode'] as const;
 
+/** Tens of thousands of whole events redacted: CPU-bound, a few times slower on a loaded machine. */
+const CORPUS_TIMEOUT_MS = 300_000;
+
 function event(over: Partial<AuditEvent>): AuditEvent {
   return { ...sampleAuditEvent('formats', randomBytes(8).toString('hex')), ...over };
 }
@@ -46,17 +49,21 @@ function keptShare(redact: (e: AuditEvent) => AuditEvent, field: string, values:
 }
 
 describe('identifier formats', () => {
-  it('fresh ULIDs, KSUIDs, ObjectIds and UUIDs v1/v4/v7 stay readable in every identifier field (>= 99% of 1,000 each)', () => {
-    for (const policy of [plain, declared]) {
-      const redact = auditRedactor(policy);
-      for (const [name, make] of BUILTIN_FRESH) {
-        const values = Array.from({ length: 1000 }, make);
-        for (const field of ID_FIELDS) {
-          expect(keptShare(redact, field, values), `${name} in ${field}`).toBeGreaterThanOrEqual(0.99);
+  it(
+    'fresh ULIDs, KSUIDs, ObjectIds and UUIDs v1/v4/v7 stay readable in every identifier field (>= 99% of 1,000 each)',
+    () => {
+      for (const policy of [plain, declared]) {
+        const redact = auditRedactor(policy);
+        for (const [name, make] of BUILTIN_FRESH) {
+          const values = Array.from({ length: 1000 }, make);
+          for (const field of ID_FIELDS) {
+            expect(keptShare(redact, field, values), `${name} in ${field}`).toBeGreaterThanOrEqual(0.99);
+          }
         }
       }
-    }
-  });
+    },
+    CORPUS_TIMEOUT_MS,
+  );
 
   it('an embedded time out of range (before 2000, or days ahead) is not one of the formats', () => {
     const future = Date.now() + 3 * 86_400_000;
@@ -130,27 +137,31 @@ describe('identifier formats', () => {
 });
 
 describe('secret and personal values pass no identifier field', () => {
-  it(`${PERSONAL_FORMATS.length} formats, 20 fresh values each, in ${ALL_FIELDS.length} fields, with and without declared formats`, () => {
-    expect(PERSONAL_FORMATS.length).toBeGreaterThanOrEqual(100);
-    const passed: string[] = [];
-    for (const policy of [plain, declared]) {
-      const redact = auditRedactor(policy);
-      for (const [name, make] of PERSONAL_FORMATS) {
-        for (let i = 0; i < 20; i++) {
-          const v = make();
-          for (const field of ALL_FIELDS) {
-            const out = redact(event({ [field]: v }));
-            if (JSON.stringify(out).includes(v)) passed.push(`${name} as ${field}: ${v}`);
+  it(
+    `${PERSONAL_FORMATS.length} formats, 20 fresh values each, in ${ALL_FIELDS.length} fields, with and without declared formats`,
+    () => {
+      expect(PERSONAL_FORMATS.length).toBeGreaterThanOrEqual(100);
+      const passed: string[] = [];
+      for (const policy of [plain, declared]) {
+        const redact = auditRedactor(policy);
+        for (const [name, make] of PERSONAL_FORMATS) {
+          for (let i = 0; i < 20; i++) {
+            const v = make();
+            for (const field of ALL_FIELDS) {
+              const out = redact(event({ [field]: v }));
+              if (JSON.stringify(out).includes(v)) passed.push(`${name} as ${field}: ${v}`);
+            }
           }
         }
       }
-    }
-    // Random tokens of 12-16 characters mostly in lower case with a capital or two starting a
-    // lower-case run (`flugCgijcubi`) have a camelCase word's shape: about 4 in 100,000 such draws
-    // pass (measured over 81,000). Every other format: none.
-    const shortTokens = passed.filter((p) => /^(base62|base64url) token, 1[2-6] chars as /.test(p));
-    expect(passed.filter((p) => !shortTokens.includes(p))).toEqual([]);
-    // One such draw passes in every field it is put in: count draws, not fields.
-    expect(new Set(shortTokens.map((p) => p.slice(p.indexOf(': ') + 2))).size).toBeLessThanOrEqual(1);
-  });
+      // Random tokens of 12-16 characters mostly in lower case with a capital or two starting a
+      // lower-case run (`flugCgijcubi`) have a camelCase word's shape: about 4 in 100,000 such draws
+      // pass (measured over 81,000). Every other format: none.
+      const shortTokens = passed.filter((p) => /^(base62|base64url) token, 1[2-6] chars as /.test(p));
+      expect(passed.filter((p) => !shortTokens.includes(p))).toEqual([]);
+      // One such draw passes in every field it is put in: count draws, not fields.
+      expect(new Set(shortTokens.map((p) => p.slice(p.indexOf(': ') + 2))).size).toBeLessThanOrEqual(1);
+    },
+    CORPUS_TIMEOUT_MS,
+  );
 });

@@ -222,7 +222,8 @@ describe('/readyz under many probes', () => {
       for (const r of burst)
         expect(r).toMatchObject({ status: 200, json: { status: 'ready', postgres: 'ok', redis: 'ok' } });
       let probes = burst.length;
-      while (performance.now() - started < 2_200) {
+      // A little over two seconds, and more than 60 probes however slow the machine is.
+      while (performance.now() - started < 2_200 || probes <= 60) {
         await Promise.all(Array.from({ length: 10 }, () => request(port, '/readyz')));
         probes += 10;
       }

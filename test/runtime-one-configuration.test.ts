@@ -41,7 +41,13 @@ async function program(options: IdempotencyOptions, order: string, taskId: strin
     let story: Timeline | undefined;
     await waitFor(async () => {
       story = await idem.timeline(taskId);
-      return story.events.some((e) => e.action === 'idempotency.completed');
+      // The claim's and the completion's events may reach the store in different batches, in
+      // either order: the story is whole when both are there.
+      return (
+        story.events.some((e) => e.action === 'idempotency.completed') &&
+        story.attempts.length === 1 &&
+        story.attempts[0]?.end === 'completed'
+      );
     }, `the story of ${taskId}`);
     return { key: job.idempotencyKey, jobId: job.jobId, commits, story: story as Timeline };
   } finally {
