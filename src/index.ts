@@ -82,17 +82,15 @@ export type { IdempotencyAuditOptions, IdempotencyOptions } from './runtime/opti
 export type { IdempotencyWorkerOptions, ProcessorOptions } from './runtime/worker-options.js';
 export {
   defineKeyring,
-  isSealed,
   type Keyring,
   type KeyringKey,
   type KeyringOptions,
   loadKeyring,
   parseKeyringSpec,
-  type Sealed,
-  type SealPurpose,
 } from './sealing/keyring.js';
 export { originalError } from './sealing/original-error.js';
 export { type SealedResult, unseal } from './sealing/sealed-result.js';
+export { isSealed, type Sealed, type SealPurpose } from './sealing/sealed-text.js';
 export type { Logger } from './shared/logger.js';
 export type { AuditSink, WrapperEvent, WrapperEventType } from './shared/wrapper-event.js';
 export type * from './types.js';

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { IdempotencyConfigError } from '../errors/errors.js';
 import { DURATION_FORMS, parseDurationText } from '../operation/duration.js';
-import { KEYRING_SPEC_FORM, type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
+import { type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
+import { KEYRING_SPEC_FORM } from '../sealing/keyring-spec.js';
 import { checkOperatorJwt, type OperatorJwtOptions, parseOperatorJwks } from '../shared/operator-jwt.js';
 import { type Operator, parseOperators, tokenDigest } from '../shared/operators.js';
 import { ConfigError } from './errors.js';
