@@ -69,16 +69,15 @@ export { defineOperation } from './producer/define-operation.js';
 export type { RerunOutcome } from './producer/rerun.js';
 export type { RedactionPolicy } from './redaction/define-policy.js';
 export type { RedactionPolicyInput } from './redaction/policy-schema.js';
-export {
-  createIdempotency,
-  type Idempotency,
-  type IdempotentBullProcessor,
-  type OperatorOptions,
-  type QueuedOperation,
-  type RuntimeResolveOutcome,
-} from './runtime/create-idempotency.js';
+export { createIdempotency, type Idempotency } from './runtime/create-idempotency.js';
 export { idempotencyOptionsFromEnv } from './runtime/from-env.js';
 export type { IdempotencyAuditOptions, IdempotencyOptions } from './runtime/options.js';
+export type {
+  IdempotentBullProcessor,
+  OperatorOptions,
+  QueuedOperation,
+  RuntimeResolveOutcome,
+} from './runtime/runtime-types.js';
 export type { IdempotencyWorkerOptions, ProcessorOptions } from './runtime/worker-options.js';
 export {
   defineKeyring,
