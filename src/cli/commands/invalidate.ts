@@ -1,6 +1,7 @@
 /**
  * `invalidate`: evicts a key whatever its state, audited as the operator's decision, and with
- * `--rerun` retries the key's finished job so the operation runs again now.
+ * `--rerun` retries the key's finished job so the operation runs again now. A module per command,
+ * so running one loads only what it needs.
  */
 import type { LedgerRecord } from '../../ledger/types.js';
 import { actorLabel } from '../actor.js';

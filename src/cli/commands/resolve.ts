@@ -1,6 +1,7 @@
 /**
  * `resolve`: settles a key whose outcome is unknown, as committed (the found result sealed for
- * the key's row, replays return it) or not committed (the next claim runs again).
+ * the key's row, replays return it) or not committed (the next claim runs again). A module per
+ * command, so running one loads only what it needs.
  */
 import { IllegalTransitionError, InvalidInputError } from '../../errors/errors.js';
 import type { LedgerRecord } from '../../ledger/types.js';
