@@ -69,30 +69,27 @@ export { defineOperation } from './producer/define-operation.js';
 export type { RerunOutcome } from './producer/rerun.js';
 export type { RedactionPolicy } from './redaction/define-policy.js';
 export type { RedactionPolicyInput } from './redaction/policy-schema.js';
-export {
-  createIdempotency,
-  type Idempotency,
-  type IdempotentBullProcessor,
-  type OperatorOptions,
-  type QueuedOperation,
-  type RuntimeResolveOutcome,
-} from './runtime/create-idempotency.js';
+export { createIdempotency, type Idempotency } from './runtime/create-idempotency.js';
 export { idempotencyOptionsFromEnv } from './runtime/from-env.js';
 export type { IdempotencyAuditOptions, IdempotencyOptions } from './runtime/options.js';
+export type {
+  IdempotentBullProcessor,
+  OperatorOptions,
+  QueuedOperation,
+  RuntimeResolveOutcome,
+} from './runtime/runtime-types.js';
 export type { IdempotencyWorkerOptions, ProcessorOptions } from './runtime/worker-options.js';
 export {
   defineKeyring,
-  isSealed,
   type Keyring,
   type KeyringKey,
   type KeyringOptions,
   loadKeyring,
   parseKeyringSpec,
-  type Sealed,
-  type SealPurpose,
 } from './sealing/keyring.js';
 export { originalError } from './sealing/original-error.js';
 export { type SealedResult, unseal } from './sealing/sealed-result.js';
+export { isSealed, type Sealed, type SealPurpose } from './sealing/sealed-text.js';
 export type { Logger } from './shared/logger.js';
 export type { AuditSink, WrapperEvent, WrapperEventType } from './shared/wrapper-event.js';
 export type * from './types.js';

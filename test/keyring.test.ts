@@ -4,8 +4,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { fingerprintKeyId, keyedFingerprint } from '../src/fingerprint/keyed-fingerprint.js';
-import { defineKeyring, isSealed, parseKeyringSpec } from '../src/sealing/keyring.js';
+import { defineKeyring, parseKeyringSpec } from '../src/sealing/keyring.js';
 import { sealResult, unseal } from '../src/sealing/sealed-result.js';
+import { isSealed } from '../src/sealing/sealed-text.js';
 import { codeOf } from './helpers/code-of.js';
 import { medianCpuMs } from './helpers/cpu-time.js';
 

@@ -16,11 +16,8 @@ import { NestFactory } from '@nestjs/core';
 import type { Job, Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isIdempotencyError } from '../src/errors/idempotency-error.js';
-import {
-  createIdempotency,
-  type Idempotency,
-  type IdempotentBullProcessor,
-} from '../src/runtime/create-idempotency.js';
+import { createIdempotency, type Idempotency } from '../src/runtime/create-idempotency.js';
+import type { IdempotentBullProcessor } from '../src/runtime/runtime-types.js';
 import { originalError } from '../src/sealing/original-error.js';
 import { unseal } from '../src/sealing/sealed-result.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../src/testing/index.js';

@@ -7,9 +7,10 @@ import { createCipheriv, hkdfSync, randomBytes } from 'node:crypto';
 import { serialize } from 'node:v8';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { defineKeyring, parseKeyringSpec, type SealPlace, sealedPlace } from '../src/sealing/keyring.js';
+import { defineKeyring, parseKeyringSpec } from '../src/sealing/keyring.js';
 import { openRecordedError } from '../src/sealing/sealed-error.js';
 import { unseal } from '../src/sealing/sealed-result.js';
+import { type SealPlace, sealedPlace } from '../src/sealing/sealed-text.js';
 import { TestContext } from './helpers/context.js';
 
 const secret = randomBytes(32);

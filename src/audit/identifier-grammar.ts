@@ -1,4 +1,3 @@
-import { isHexLetter, looksRandom } from '../errors/random-word.js';
 import { sha256 } from '../fingerprint/sha256.js';
 import {
   type CompiledIdentifierFormats,
@@ -6,6 +5,8 @@ import {
   NO_DECLARED_FORMATS,
 } from '../redaction/identifier-formats.js';
 import { secretNameKind } from '../redaction/secret-words.js';
+import { CAPITALS_RUN, hasIdentifierStructure, hasRandomCase, SHORT_WORD_RANDOM_MIN } from './identifier-structure.js';
+import { looksLikePersonalNumber } from './personal-number.js';
 
 /**
  * The grammars of an audit event's clear-text fields. An event is told in identifiers, actions
@@ -44,20 +45,10 @@ import { secretNameKind } from '../redaction/secret-words.js';
  *   against the event's key), ledger state refs `ledger:<status>@<epoch>`.
  */
 
-const SEGMENT_MIXED_MAX = 24;
-const SEGMENT_MAX = 48;
-const DIGIT_RUN_MAX = 9;
-const WORD_RANDOM_MIN = 16;
-const VALUE_RANDOM_MIN = 20;
-/** No word of an identifier is this long in one case (`internationalization` is 20: it becomes a ref). */
-const SINGLE_CASE_MAX = 16;
-
 const ID_CHARS = /^[A-Za-z0-9](?:[A-Za-z0-9._:/#=-]*[A-Za-z0-9])?$/;
-const UUID_AT = /[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}/y;
 const ACTION = /^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*$/;
 const TYPE_NAME = /^[A-Za-z][A-Za-z0-9_]*(?:[./-][A-Za-z0-9_]+)*$/;
 const UPPER_CODE = /^[A-Z][A-Z0-9_]*$/;
-const DIGIT_RUN = /[0-9]{10}/;
 const STATE_REF = /^ledger:[a-z][a-z_]{0,31}@[1-9][0-9]{0,9}$/;
 const LIBRARY_EVENT_ID = /^[A-Za-z0-9_-]{32}$/;
 const LIBRARY_JOB_ID = /^idem_[A-Za-z0-9_-]{43}$/;
@@ -67,123 +58,6 @@ const CANONICAL_KEY = new RegExp(`^${KEY_PART}:${KEY_PART}:${KEY_PART}$`);
 /** A bounded key: the canonical string's first 200 characters, `#`, the SHA-256 of the whole. */
 const BOUNDED_KEY = /^((?:[A-Za-z0-9._:-]|%(?:3[AaDd]|2[Ff3]))+)(%[23]?)?#[A-Za-z0-9_-]{43}$/;
 const BOUNDED_PREFIX_LENGTH = 200;
-
-// Character classes of the structure check.
-const LOWER = 1;
-const UPPER = 2;
-const DIGIT = 3;
-/** `-` and `_`: they end a segment, not a word (tokens in base64url contain them). */
-const JOINER = 4;
-const SEPARATOR = 5;
-
-function classOf(c: number): number {
-  if (c >= 97 && c <= 122) return LOWER;
-  if (c >= 65 && c <= 90) return UPPER;
-  if (c >= 48 && c <= 57) return DIGIT;
-  return c === 45 || c === 95 ? JOINER : SEPARATOR;
-}
-
-function isUuidAt(s: string, start: number, end: number): boolean {
-  if (end - start !== 36) return false;
-  UUID_AT.lastIndex = start;
-  return UUID_AT.test(s);
-}
-
-/**
- * True when `s` (of identifier characters) has the structure of an identifier rather than a
- * token. One pass over the characters, no allocation.
- *
- * A segment runs between any two separators; a word runs across `-` and `_` (base64url tokens
- * contain them). Refused: a segment longer than 48, or longer than 24 and mixing letters and
- * digits; ten digits in a row; a word of 16+ characters that looks random (see `looksRandom`),
- * and a value whose words (20+ letters and digits in all) look random together, as a token
- * cut by `/` does. Random tokens do that; `OrderCreatedHandler`, `order-2024-0001` and
- * `worker:ip-10-0-1-23.eu-west-1.compute.internal:4242` do not. A UUID word is exempt.
- */
-export function hasIdentifierStructure(
-  s: string,
-  wordRandomMin: number = WORD_RANDOM_MIN,
-  valueRandomMin: number = VALUE_RANDOM_MIN,
-): boolean {
-  // Short values can only fail by a run of digits: most ids end here.
-  if (s.length < wordRandomMin) return !DIGIT_RUN.test(s);
-  // The segment.
-  let segment = 0;
-  let letters = 0;
-  let digits = 0;
-  let run = 0;
-  /** Letters of one case in a row: a run over {@link SINGLE_CASE_MAX} is a token's, not a word's. */
-  let caseRun = 0;
-  let badSegment = false;
-  // The word.
-  let wordStart = 0;
-  let word = 0;
-  let wLetters = 0;
-  let wDigits = 0;
-  let wUppers = 0;
-  let wHex = 0;
-  let wCase = 0;
-  let wMix = 0;
-  let previous = 0;
-  // The value: its words together.
-  let vLetters = 0;
-  let vDigits = 0;
-  let vUppers = 0;
-  let vHex = 0;
-  let vCase = 0;
-  let vMix = 0;
-  for (let i = 0; i <= s.length; i++) {
-    const c = i < s.length ? s.charCodeAt(i) : 0;
-    const cls = i < s.length ? classOf(c) : SEPARATOR;
-    // A key's `%XX` escapes stand for separators (`: / # =`): one separator, three characters.
-    if (c === 37) i += 2;
-    if (cls <= DIGIT) {
-      segment++;
-      word++;
-      if (cls === DIGIT) {
-        digits++;
-        wDigits++;
-        if (++run > DIGIT_RUN_MAX) badSegment = true;
-      } else {
-        letters++;
-        wLetters++;
-        if (isHexLetter(c)) wHex++;
-        if (cls === UPPER) wUppers++;
-        run = 0;
-      }
-      if (previous !== 0 && cls !== previous) {
-        if (cls === DIGIT || previous === DIGIT) wMix++;
-        else wCase++;
-      }
-      caseRun = cls !== DIGIT && cls === previous ? caseRun + 1 : cls === DIGIT ? 0 : 1;
-      if (caseRun > SINGLE_CASE_MAX) return false;
-      previous = cls;
-      continue;
-    }
-    caseRun = 0;
-    if (segment > SEGMENT_MAX || (segment > SEGMENT_MIXED_MAX && letters > 0 && digits > 0)) badSegment = true;
-    segment = letters = digits = run = 0;
-    if (cls === JOINER) {
-      word++;
-      continue;
-    }
-    if (word > 0 && !isUuidAt(s, wordStart, i)) {
-      if (badSegment) return false;
-      if (word >= wordRandomMin && looksRandom(word, wLetters, wDigits, wUppers, wHex, wCase, wMix)) return false;
-      vLetters += wLetters;
-      vDigits += wDigits;
-      vUppers += wUppers;
-      vHex += wHex;
-      vCase += wCase;
-      vMix += wMix;
-    }
-    badSegment = false;
-    wordStart = i + 1;
-    word = wLetters = wDigits = wUppers = wHex = wCase = wMix = previous = 0;
-  }
-  const alnum = vLetters + vDigits;
-  return alnum < valueRandomMin || !looksRandom(alnum, vLetters, vDigits, vUppers, vHex, vCase, vMix);
-}
 
 /**
  * An identifier of at most `max` characters (see the module's summary): a built-in format, or the
@@ -224,193 +98,6 @@ export function isWordIdentifier(v: string): boolean {
     !namesASecret(v)
   );
 }
-
-/**
- * True when a word (across `-` and `_`, as base64url runs) of 12 characters or more mixes the cases
- * as tokens do: with digits too (`DZFPe5885BOYA`), with a capital not starting a lower-case run
- * (`dnii_izsV948`), or with a run of one or two lower-case letters between capitals
- * (`EIQcgPXWIXOPS`), or with five consonants in a row (`qpfrejqHlzoidVl`); or mixes capitals and digits alone (`XUFJBM0ISGGB`). CamelCase words
- * (`OrderCreatedHandler`) do none of these. One pass.
- */
-function hasRandomCase(s: string): boolean {
-  let wordStart = 0;
-  let lowerRun = 0;
-  let afterUpper = false;
-  let suspect = false;
-  let joined = false;
-  /** The longest run of consonants, and the current one. */
-  let consonants = 0;
-  let run = 0;
-  let lowers = 0;
-  let uppers = 0;
-  let digits = 0;
-  for (let i = 0; i <= s.length; i++) {
-    const c = i < s.length ? s.charCodeAt(i) : 0;
-    const lowerC = c >= 97 && c <= 122;
-    const upperC = c >= 65 && c <= 90;
-    const digitC = c >= 48 && c <= 57;
-    if (!lowerC && !upperC && !digitC && c !== 45 && c !== 95) {
-      const mixed = lowers > 0 && uppers > 0;
-      const token =
-        (mixed && (suspect || digits > 0)) ||
-        ((mixed || digits > 0) && consonants >= CONSONANT_RUN) ||
-        (!joined && lowers === 0 && uppers > 0 && digits > 0);
-      if (token && i - wordStart >= SHORT_WORD_RANDOM_MIN) return true;
-      wordStart = i + 1;
-      lowerRun = lowers = uppers = digits = run = consonants = 0;
-      afterUpper = suspect = joined = false;
-      continue;
-    }
-    if (c === 45 || c === 95) joined = true;
-    if ((lowerC || upperC) && !VOWELS.has(c | 32)) consonants = Math.max(consonants, ++run);
-    else run = 0;
-    if (lowerC) {
-      lowerRun++;
-      lowers++;
-      afterUpper = false;
-      continue;
-    }
-    // A capital followed by anything but a lower-case letter, inside the word.
-    if (afterUpper && i < s.length) suspect = true;
-    if (upperC && lowerRun > 0 && lowerRun <= 2 && i - lowerRun - 1 >= wordStart) {
-      const before = s.charCodeAt(i - lowerRun - 1);
-      if (before >= 65 && before <= 90) suspect = true;
-    }
-    if (upperC) uppers++;
-    else if (digitC) digits++;
-    afterUpper = upperC;
-    lowerRun = 0;
-  }
-  return false;
-}
-
-/** Vowels (and y), lower case. */
-const VOWELS: ReadonlySet<number> = new Set([...'aeiouy'].map((c) => c.charCodeAt(0)));
-/** Five consonants in a row: words rarely have them (`strength` has four), random letters often. */
-const CONSONANT_RUN = 5;
-
-/** Random-looking words are refused from this length in the default grammar (tokens of 12-15 characters). */
-const SHORT_WORD_RANDOM_MIN = 12;
-/** Sixteen capitals in a row: an access key id (`AKIA…`) or a base32 token, not a word. */
-const CAPITALS_RUN = /[A-Z]{16}/;
-
-const MONTHS: ReadonlySet<string> = new Set(
-  'jan feb mar apr may jun jul aug sep sept oct nov dec january february march april june july august september october november december'.split(
-    ' ',
-  ),
-);
-
-/** The commonest human passwords (a value equal to one, ignoring case and trailing digits). */
-const COMMON_PASSWORDS: ReadonlySet<string> = new Set(
-  'password passw0rd p4ssw0rd qwerty qwertyuiop letmein iloveyou admin administrator welcome monkey dragon hunter sunshine princess football baseball master shadow trustno abc changeme secret qazwsx zaq azerty'.split(
-    ' ',
-  ),
-);
-
-const TRAILING_DIGITS = /[0-9]+$/;
-
-/** YYYYMMDD or DDMMYYYY with a year of 1900-2099 (eight digits at `i`). */
-function isCompactDate(s: string, i: number): boolean {
-  const n = (a: number, b: number) => Number(s.slice(i + a, i + b));
-  const date = (y: number, m: number, d: number) => y >= 1900 && y <= 2099 && m >= 1 && m <= 12 && d >= 1 && d <= 31;
-  return date(n(0, 4), n(4, 6), n(6, 8)) || date(n(4, 8), n(2, 4), n(0, 2));
-}
-
-/**
- * True when `s` holds a number written as people write personal numbers: a date, a phone number,
- * a national id, a card number in groups, a passport or licence number (see the module's summary).
- * One pass over the characters.
- */
-export function looksLikePersonalNumber(s: string): boolean {
-  const base = s.toLowerCase().replace(TRAILING_DIGITS, '');
-  if (COMMON_PASSWORDS.has(base)) return true;
-  let totalDigits = 0;
-  // The digit chain: digit-only segments joined by single separators.
-  let groups = 0;
-  let chainDigits = 0;
-  let chainAfterWord = false;
-  /** The longest group of the chain: four groups of one to three digits after a word are a host's address (`ip-10-0-1-23`). */
-  let chainWidest = 0;
-  let sawWord = false;
-  // The current segment (between separators).
-  let segLetters = 0;
-  let segLower = 0;
-  let segDigits = 0;
-  let segSwitches = 0;
-  let totalLetters = 0;
-  let prevClass = 0;
-  let run = 0;
-  let alphaStart = -1;
-  let month = false;
-  let separators = 0;
-  for (let i = 0; i <= s.length; i++) {
-    const c = i < s.length ? s.charCodeAt(i) : 0;
-    const digit = c >= 48 && c <= 57;
-    const letter = (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
-    if (!letter && alphaStart >= 0) {
-      if (MONTHS.has(s.slice(alphaStart, i).toLowerCase())) month = true;
-      alphaStart = -1;
-    } else if (letter && alphaStart < 0) alphaStart = i;
-    if (digit) {
-      totalDigits++;
-      if (++run === 8 && (i + 1 >= s.length || !isDigitAt(s, i + 1)) && (i < 8 || !isDigitAt(s, i - 8))) {
-        if (isCompactDate(s, i - 7)) return true;
-      }
-    } else run = 0;
-    if (digit || letter) {
-      const cls = digit ? 1 : 2;
-      if (prevClass !== 0 && prevClass !== cls) segSwitches++;
-      prevClass = cls;
-      if (digit) segDigits++;
-      else {
-        segLetters++;
-        totalLetters++;
-        if (c >= 97) segLower++;
-      }
-      continue;
-    }
-    // A segment ends.
-    if (segDigits + segLetters > 0) {
-      if (
-        segLetters > 0 &&
-        ((segDigits >= 6 && segLetters <= 2) ||
-          (segDigits >= 8 && segLetters <= 3) ||
-          (segDigits >= 5 && segSwitches >= 2) ||
-          (segDigits >= 4 && segSwitches >= 2 && segLower === 0))
-      )
-        return true;
-      if (segLetters === 0) {
-        if (groups > 0 && separators === 1) {
-          groups++;
-          chainDigits += segDigits;
-          chainWidest = Math.max(chainWidest, segDigits);
-        } else {
-          groups = 1;
-          chainDigits = chainWidest = segDigits;
-          chainAfterWord = sawWord;
-        }
-        const hostAddress = chainAfterWord && groups === 4 && chainWidest <= 3;
-        if (chainDigits >= 6 && !hostAddress && (groups >= 3 || (groups === 2 && !chainAfterWord))) return true;
-        // An IPv4 address on its own (`78.0.9.1`).
-        if (groups === 4 && !chainAfterWord) return true;
-      } else {
-        groups = 0;
-        sawWord = true;
-      }
-      separators = 0;
-    }
-    separators++;
-    segLetters = segLower = segDigits = segSwitches = prevClass = 0;
-  }
-  // A number with a check letter or two (`34227650-Z`, `160882-742V`).
-  if (totalLetters <= 2 && totalDigits >= 6) return true;
-  return month && totalDigits >= 4;
-}
-
-const isDigitAt = (s: string, i: number) => {
-  const c = s.charCodeAt(i);
-  return c >= 48 && c <= 57;
-};
 
 /**
  * The form of the library's own references (`hmac:<kid>:…`, `ref:<kid>:…`). A value of that form

@@ -230,7 +230,7 @@ Examples:
   $ bullmq-idempotency inspect --job assets idem_Qm9v... --json
   $ BQI_KEYRING=... bullmq-idempotency inspect KEY --decrypt --reason 'refund dispute, case 1234'`,
     )
-    .action(lazy(async () => (await import('./commands/ledger.js')).inspectCommand));
+    .action(lazy(async () => (await import('./commands/inspect.js')).inspectCommand));
 
   program
     .command('invalidate')
@@ -253,7 +253,7 @@ Examples:
   $ bullmq-idempotency invalidate KEY --reason 'resend after refund' --rerun
   $ bullmq-idempotency invalidate KEY --reason 'resend' --rerun --queue payments`,
     )
-    .action(lazy(async () => (await import('./commands/ledger.js')).invalidateCommand));
+    .action(lazy(async () => (await import('./commands/invalidate.js')).invalidateCommand));
 
   program
     .command('list')
@@ -309,7 +309,7 @@ Examples:
   $ bullmq-idempotency resolve KEY --committed --result '{"chargeId":"ch_1","card":"…"}' --public chargeId --reason 'in the PSP dashboard'
   $ bullmq-idempotency resolve KEY --not-committed --reason 'the provider has no record of it'`,
     )
-    .action(lazy(async () => (await import('./commands/ledger.js')).resolveCommand));
+    .action(lazy(async () => (await import('./commands/resolve.js')).resolveCommand));
 
   const confirmations = program
     .command('confirmations')

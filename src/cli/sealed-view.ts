@@ -1,7 +1,7 @@
 import type { RecordedError } from '../ledger/types.js';
-import { isSealed } from '../sealing/keyring.js';
 import { sealedSummary } from '../sealing/open-record.js';
 import { isSealedResult, SEALED_FIELD } from '../sealing/sealed-result.js';
+import { isSealed } from '../sealing/sealed-text.js';
 import { preview } from './format.js';
 
 export { sealedSummary };

@@ -3,9 +3,9 @@ import { type Timeline, timeline } from '../audit/timeline.js';
 import { ConfirmationStore } from '../confirm/confirmation-store.js';
 import type { Confirmation } from '../confirm/types.js';
 import type { LedgerRecord } from '../ledger/types.js';
-import { isSealed } from '../sealing/keyring.js';
 import { type OpenedValues, sealedOfResult, sealedSummary } from '../sealing/open-record.js';
 import { isSealedResult, SEALED_FIELD } from '../sealing/sealed-result.js';
+import { isSealed } from '../sealing/sealed-text.js';
 import type { ConsoleDeps } from './deps.js';
 import { html, type Markup, operationLink, span, time } from './html.js';
 

@@ -1,5 +1,5 @@
 import { type Logger, pino } from 'pino';
-import type { LogLevel } from '../config/env.js';
+import type { LogLevel } from '../config/env-variables.js';
 import { DEFAULT_REDACTION_POLICY, pinoRedactionOptions } from '../redaction/index.js';
 
 /** JSON logs to stdout, redacted by the default policy; synchronous so nothing is lost on exit. */

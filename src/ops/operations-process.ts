@@ -1,36 +1,27 @@
 import { hostname } from 'node:os';
 import type { Queue, Worker } from 'bullmq';
-import type pg from 'pg';
 import type { Logger } from 'pino';
-import { collectDefaultMetrics, Registry } from 'prom-client';
-import { AuditStore, type WriteBatchResult } from '../audit/audit-store.js';
+import type { Registry } from 'prom-client';
+import type { WriteBatchResult } from '../audit/audit-store.js';
 import { AuditEmitter, type AuditRedactor } from '../audit/emitter.js';
 import { auditRedactor } from '../audit/redact-event.js';
 import { redriveFailedAuditBatches } from '../audit/redrive-failed.js';
 import { auditPolicyFor } from '../config/audit-policy.js';
 import { type Config, describeUrl } from '../config/env.js';
 import { describeRedisUrl } from '../config/redis-url.js';
-import { checkRedis, connectPostgres, openRedis, type RedisConnection } from '../config/services.js';
-import { confirmationHttpHandler } from '../confirm/http-handler.js';
-import { type ConsoleOptions, consoleHandler } from '../console/console-handler.js';
+import { openRedis, type RedisConnection } from '../config/services.js';
+import type { ConsoleOptions } from '../console/console-handler.js';
 import { errorLabel } from '../errors/clean-name.js';
 import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 import { IntentListener } from '../intents/listener.js';
 import { createBackfillWorker, DEFAULT_BACKFILL_QUEUE } from '../jobs/audit-backfill.js';
 import { createAuditWriter } from '../jobs/audit-writer.js';
-import {
-  createSweeperWorker,
-  DEFAULT_SWEEPER_QUEUE,
-  sweeperSchedule,
-  sweeperScheduled,
-} from '../jobs/ledger-sweeper.js';
+import { createSweeperWorker, DEFAULT_SWEEPER_QUEUE, sweeperSchedule } from '../jobs/ledger-sweeper.js';
 import { PostgresLedger } from '../ledger/postgres-ledger.js';
-import { readReplicationFacts, replicationRisk } from '../ledger/replication-check.js';
 import { OperationsMetrics } from '../observability/operations-metrics.js';
 import { KeptSchedule } from '../shared/kept-schedule.js';
 import { openQueue } from '../shared/queue-backend.js';
-import { healthRoutes } from './health-routes.js';
-import { type HttpRoute, OpsHttpServer } from './http-server.js';
+import type { HttpRoute, OpsHttpServer } from './http-server.js';
 import { IntentRelay } from './intent-relay.js';
 import {
   createRelayWorker,
@@ -38,11 +29,12 @@ import {
   DEFAULT_RELAY_QUEUE,
   relayMetrics,
   relaySchedule,
-  relayScheduled,
 } from './intent-relay-worker.js';
 import { createLogger } from './logger.js';
 import { assertMigrated } from './not-migrated.js';
+import { opsHttpServer, processRegistry } from './ops-http.js';
 import { settleWithin } from './settle.js';
+import { connectServices, warnOfConfiguration, warnOfReplicationRisk } from './start-checks.js';
 
 /** Time allowed, after the deadline, for force-closing before the process gives up waiting. */
 const FORCE_CLOSE_MS = 2_000;
@@ -111,42 +103,10 @@ export type OperationsProcessOptions = {
   console?: boolean | Pick<ConsoleOptions, 'decrypt' | 'operations' | 'origins' | 'sessionIdleMs'>;
 };
 
-/** The registry of `/metrics`, with Node's default metrics (once per registry). */
-function processRegistry(options: OperationsProcessOptions): Registry {
-  const registry = options.registry ?? new Registry();
-  if (!registry.getSingleMetric('process_cpu_seconds_total')) collectDefaultMetrics({ register: registry });
-  return registry;
-}
-
 // The emitter here carries only the sweeper's summary events (counts, no payloads). The
 // redaction policy is applied where events are created (the wrapper, with the operation's
 // policy), so this emitter passes events through unchanged.
 const passThroughRedactor: AuditRedactor = (event) => event;
-
-/**
- * Logs one warning (`IDEMPOTENCY_ASYNC_REPLICA`) when the database could lose a claim it
- * acknowledged (see `replicationRisk` and docs/replication.md). What cannot be read is logged at
- * debug level: the check never stops a start.
- */
-async function warnOfReplicationRisk(pool: pg.Pool, logger: Logger): Promise<void> {
-  try {
-    const facts = await readReplicationFacts(pool);
-    const risk = replicationRisk(facts);
-    if (!risk) return;
-    logger.warn(
-      {
-        code: ERROR_CODES.asyncReplica,
-        reasons: risk.reasons,
-        asyncStandbys: risk.asyncStandbys,
-        synchronousCommit: facts.synchronousCommit,
-        synchronousStandbyNames: facts.synchronousStandbyNames,
-      },
-      'an acknowledged claim could be lost on failover or crash: lost records become unknown and need an operator (docs/replication.md)',
-    );
-  } catch (err) {
-    logger.debug({ err: errorLabel(err) }, 'replication settings not read');
-  }
-}
 
 /**
  * Starts the audit writer, the backfill worker and the sweeper (scheduler + worker), and the HTTP
@@ -163,20 +123,7 @@ export async function startOperationsProcess(
 ): Promise<OperationsProcess> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const checkMs = options.startCheckTimeoutMs ?? START_CHECK_TIMEOUT_MS;
-  const [pgResult, redisResult] = await Promise.allSettled([
-    connectPostgres(config.databaseUrl, {
-      max: 10,
-      timeoutMs: checkMs,
-      applicationName: 'bullmq-idempotency-worker',
-      onError: (err) => logger.warn({ err: errorLabel(err) }, 'idle Postgres connection lost'),
-    }),
-    checkRedis(config.redisUrl, checkMs),
-  ]);
-  if (pgResult.status === 'rejected' || redisResult.status === 'rejected') {
-    if (pgResult.status === 'fulfilled') await pgResult.value.end().catch(() => {});
-    throw pgResult.status === 'rejected' ? pgResult.reason : (redisResult as PromiseRejectedResult).reason;
-  }
-  const pool = pgResult.value;
+  const pool = await connectServices(config, checkMs, logger);
 
   // Everything opened so far, to force-close if the start fails half-way.
   const opened: ((force: boolean) => Promise<unknown>)[] = [];
@@ -201,21 +148,7 @@ export async function startOperationsProcess(
       return w;
     };
 
-    if (!config.keyring) {
-      logger.warn({}, 'BQI_KEYRING is not set: audit references made here join no others');
-    }
-    if ((config.operators || config.operatorJwt) && config.httpPort === undefined) {
-      logger.warn(
-        {},
-        'BQI_OPERATORS or BQI_OPERATOR_JWT_* is set but BQI_HTTP_PORT is not: no confirmation endpoint is served',
-      );
-    }
-    if ((options.console ?? config.console) && config.httpPort === undefined) {
-      logger.warn({}, 'the console is on but BQI_HTTP_PORT is not set: no console is served');
-    }
-    if (config.sharedConfirmToken) {
-      logger.warn({}, 'BQI_CONFIRM_TOKEN is deprecated: give each operator a token of their own in BQI_OPERATORS');
-    }
+    warnOfConfiguration(config, Boolean(options.console ?? config.console), logger);
     const auditPolicy = auditPolicyFor(config.keyring);
     const auditQueue = queue(config.auditQueue);
     const sweeperQueue = queue(DEFAULT_SWEEPER_QUEUE);
@@ -263,7 +196,12 @@ export async function startOperationsProcess(
     const metrics =
       config.httpPort === undefined
         ? undefined
-        : new OperationsMetrics({ pool, schema: config.schema, auditQueue, registry: processRegistry(options) });
+        : new OperationsMetrics({
+            pool,
+            schema: config.schema,
+            auditQueue,
+            registry: processRegistry(options.registry),
+          });
 
     // The intent relay: one queue per name of the intents it adds, closed with the process.
     const relayQueue = queue(DEFAULT_RELAY_QUEUE);
@@ -335,68 +273,23 @@ export async function startOperationsProcess(
 
     let closing: Promise<{ clean: boolean }> | undefined;
     if (config.httpPort !== undefined) {
-      http = new OpsHttpServer({
+      http = opsHttpServer({
+        config,
         logger,
-        routes: [
-          ...healthRoutes({
-            pool,
-            pingRedis: () => pingQueues(auditQueue),
-            workers,
-            schedules: async () => ({
-              sweeper: await sweeperScheduled(sweeperQueue),
-              relay: await relayScheduled(relayQueue),
-            }),
-            stopping: () => closing !== undefined,
-            ...(options.readyCacheMs === undefined ? {} : { readyCacheMs: options.readyCacheMs }),
-          }),
-          {
-            method: 'GET',
-            path: '/metrics',
-            handle: async () => {
-              const { contentType, body } = await (metrics as OperationsMetrics).render();
-              return { status: 200, body, headers: { 'content-type': contentType } };
-            },
-          },
-          ...(options.routes ?? []),
-        ],
+        pool,
+        ledger,
+        auditPolicy,
+        auditQueue,
+        sweeperQueue,
+        relayQueue,
+        workers,
+        metrics: metrics as OperationsMetrics,
+        queue,
+        stopping: () => closing !== undefined,
+        readyCacheMs: options.readyCacheMs,
+        routes: options.routes ?? [],
+        console: options.console ?? config.console ?? false,
       });
-      // One queue per name, opened on the first answer that wakes (or re-runs) a job of it, closed with the process.
-      const queues = new Map<string, Queue>();
-      const queueOf = (name: string) => queues.get(name) ?? (queues.set(name, queue(name)).get(name) as Queue);
-      if (config.operators || config.operatorJwt) {
-        http.mount(
-          '/confirmations',
-          confirmationHttpHandler({
-            pool,
-            schema: config.schema,
-            ...(config.operators ? { operators: config.operators } : {}),
-            ...(config.operatorJwt ? { jwt: config.operatorJwt } : {}),
-            policy: auditPolicy,
-            logger,
-            queue: queueOf,
-          }),
-        );
-      }
-      const consoleOn = options.console ?? config.console ?? false;
-      if (consoleOn) {
-        const own = typeof consoleOn === 'object' ? consoleOn : {};
-        http.mount(
-          '/console',
-          consoleHandler({
-            pool,
-            schema: config.schema,
-            ledger,
-            store: new AuditStore(pool, config.schema, auditPolicy),
-            policy: auditPolicy,
-            keyring: config.keyring,
-            queue: queueOf,
-            logger,
-            operators: config.operators ?? [],
-            ...(config.consoleDecrypt ? { decrypt: config.consoleDecrypt } : {}),
-            ...own,
-          }),
-        );
-      }
       await http.listen(config.httpPort, config.httpHost).catch((err: unknown) => {
         throw new HttpListenError(config.httpHost, config.httpPort as number, errorLabel(err));
       });
@@ -484,13 +377,4 @@ export async function startOperationsProcess(
     await pool.end().catch(() => {});
     throw err;
   }
-}
-
-/**
- * One cheap read of the queues' store for `/readyz`: the audit queue's wait list on Redis; its
- * count of waiting jobs (one query) on BullMQ's PostgreSQL backend.
- */
-async function pingQueues(queue: Queue): Promise<unknown> {
-  const client = await (queue.backend as { client?: Promise<{ llen(key: string): Promise<number> }> }).client;
-  return client ? client.llen(queue.toKey('wait')) : queue.getJobCountByTypes('waiting');
 }

@@ -1,8 +1,9 @@
 import { SealError } from '../errors/errors.js';
 import type { LedgerRecord } from '../ledger/types.js';
-import { isSealed, type Keyring, sealedKeyId } from './keyring.js';
+import type { Keyring } from './keyring.js';
 import { openRecordedError, type SealedErrorText } from './sealed-error.js';
 import { isSealedResult, SEALED_FIELD, type SealedResult, unseal } from './sealed-result.js';
+import { isSealed, sealedKeyId } from './sealed-text.js';
 
 /** What opening a record's sealed parts gave (absent: it was not sealed, or not there). */
 export type OpenedValues = {

@@ -5,8 +5,9 @@ import { SealError } from '../errors/errors.js';
 import { ERROR_CODES, IdempotencyError } from '../errors/idempotency-error.js';
 import { RetryableError, TerminalError } from '../errors/processor-errors.js';
 import type { RecordedError } from '../ledger/types.js';
-import { isSealed, type Keyring, placeMismatch, type Sealed, sealedKeyId } from './keyring.js';
+import type { Keyring } from './keyring.js';
 import { hasOriginal, originalError } from './original-error.js';
+import { isSealed, placeMismatch, type Sealed, sealedKeyId } from './sealed-text.js';
 
 /** What the sealed part of a recorded error holds: the whole text, as `util.inspect` shows it. */
 export type SealedErrorText = {

@@ -1,6 +1,7 @@
 import { IdempotencyConfigError, SealError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
-import { isSealed, type Keyring, type Sealed, sealedKeyId } from './keyring.js';
+import type { Keyring } from './keyring.js';
+import { isSealed, type Sealed, sealedKeyId } from './sealed-text.js';
 
 /** What sealing needs of an operation: its name and the input fields it declares sensitive. */
 type SealingOperation = { readonly name: string; readonly sensitiveInput: readonly string[] };

@@ -1,7 +1,8 @@
 import { IdempotencyConfigError, SealError } from '../errors/errors.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { canonicalJson } from '../fingerprint/canonical-json.js';
-import { isSealed, type Keyring, placeMismatch, type Sealed, type SealPlace, sealedKeyId } from './keyring.js';
+import type { Keyring } from './keyring.js';
+import { isSealed, placeMismatch, type Sealed, type SealPlace, sealedKeyId } from './sealed-text.js';
 
 /** The field of a sealed result that holds the whole value, sealed. */
 export const SEALED_FIELD = '$sealed';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sweepEvent, sweepLedger } from '../../jobs/ledger-sweeper.js';
 import type { CliContext } from '../context.js';
 import { toJson } from '../format.js';
-import { writeOperatorEvent } from './ledger.js';
+import { writeOperatorEvent } from '../operator-event-store.js';
 
 export async function sweepCommand(
   ctx: CliContext,
