@@ -18,7 +18,7 @@ import { auditRedactor } from '../src/audit/redact-event.js';
 import { TerminalError } from '../src/errors/processor-errors.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
-import { pinoRedactionOptions } from '../src/redaction/pino.js';
+import { pinoRedactionOptions } from '../src/scanners/pino/pino.js';
 import { unseal } from '../src/sealing/sealed-result.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { testOperation } from './fixtures/operations.js';

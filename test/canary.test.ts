@@ -7,7 +7,7 @@ import { AuditEmitter } from '../src/audit/emitter.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
 import type { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
-import { pinoRedactionOptions } from '../src/redaction/pino.js';
+import { pinoRedactionOptions } from '../src/scanners/pino/pino.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { CANARIES, canaryPayload, findCanaries } from './fixtures/canaries.js';
 import { testOperation } from './fixtures/operations.js';

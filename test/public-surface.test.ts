@@ -39,6 +39,7 @@ describe('the public surface', () => {
       './ledger',
       './audit',
       './redaction',
+      './scanners',
       './observability',
       './ops',
       './testing',

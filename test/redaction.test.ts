@@ -13,8 +13,6 @@ import {
   mergeReceipts,
   normalizeName,
   OMITTED_KEY,
-  pinoRedactionOptions,
-  pinoRedactPaths,
   type RedactionPolicy,
   type RedactionPolicyInput,
   type RedactionReceipt,
@@ -24,6 +22,7 @@ import {
   redactString,
   verifyRef,
 } from '../src/redaction/index.js';
+import { pinoRedactionOptions, pinoRedactPaths } from '../src/scanners/pino/pino.js';
 import {
   CANARIES,
   type Canary,

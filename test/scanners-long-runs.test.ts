@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { defineRedactionPolicy, redactString } from '../src/redaction/index.js';
-import { ALL_SCANNERS } from '../src/redaction/scanners/all-scanners.js';
+import { ALL_SCANNERS } from '../src/scanners/all-scanners.js';
 
 /**
  * One run of a single character class, as long as the largest string limit a policy may set

@@ -3,13 +3,13 @@ import { IdempotencyConfigError } from '../src/errors/errors.js';
 import {
   defineRedactionPolicy,
   normalizeName,
-  pinoRedactionOptions,
   type RedactionPolicy,
   type RedactionPolicyInput,
   redact,
   redactError,
   redactString,
 } from '../src/redaction/index.js';
+import { pinoRedactionOptions } from '../src/scanners/pino/pino.js';
 import { type CorpusEntry, ordinaryCorpus, scannerCorpus } from './fixtures/scanner-corpus.js';
 import { capturePino } from './helpers/pino-capture.js';
 

@@ -1,7 +1,9 @@
 /**
- * `bullmq-idempotency/redaction`: redaction policies, their value scanners and the pino
- * integration, for logs of your own and for auditors matching references. The public part of
- * src/redaction/index.ts (which also serves the library's own modules).
+ * `bullmq-idempotency/redaction`: redaction policies (field classes, HMAC references, receipts),
+ * for logs of your own and for auditors matching references. The public part of
+ * src/redaction/index.ts (which also serves the library's own modules). The value scanners and
+ * the pino integration are `bullmq-idempotency/scanners`; the names of the pino integration are
+ * also here, as they were before it had an entry of its own.
  */
 export {
   type CustomScannerInput,
@@ -10,11 +12,6 @@ export {
   FIELD_CLASSES,
   type FieldClass,
   identifierRef,
-  type PinoRedactionConfig,
-  type PinoRedactionOptions,
-  type PinoSerializer,
-  pinoRedactionOptions,
-  pinoRedactPaths,
   type RedactedError,
   type RedactionPolicy,
   type RedactionPolicyInput,
@@ -26,3 +23,10 @@ export {
   redactString,
   verifyRef,
 } from '../redaction/index.js';
+export {
+  type PinoRedactionConfig,
+  type PinoRedactionOptions,
+  type PinoSerializer,
+  pinoRedactionOptions,
+  pinoRedactPaths,
+} from '../scanners/pino/pino.js';

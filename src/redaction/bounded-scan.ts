@@ -1,6 +1,5 @@
+import type { HitSink } from '../scanners/index.js';
 import type { PolicyEngine } from './policy-engine.js';
-import { scanText } from './scanners/scan-text.js';
-import type { HitSink } from './scanners/scanner.js';
 
 /** How far back from the limit a cut may move to land on whitespace. */
 const MAX_BACKTRACK = 4096;
@@ -17,14 +16,14 @@ function isSpace(c: number): boolean {
  */
 export function scanBounded(engine: PolicyEngine, text: string, sink: HitSink): string {
   const max = engine.limits.maxStringLength;
-  if (text.length <= max) return scanText(text, engine.scanners, sink);
+  if (text.length <= max) return engine.scanner.scan(text, sink);
   const previous = previousCut(text, max);
-  if (previous >= 0) return scanText(text.slice(0, previous), engine.scanners, sink) + text.slice(previous);
+  if (previous >= 0) return engine.scanner.scan(text.slice(0, previous), sink) + text.slice(previous);
   let cut = max;
   while (cut > 0 && max - cut < MAX_BACKTRACK && !isSpace(text.charCodeAt(cut))) cut--;
   if (!isSpace(text.charCodeAt(cut))) cut = 0;
   sink.hit('limit.truncated');
-  return `${scanText(text.slice(0, cut), engine.scanners, sink)}…[truncated ${text.length - cut} chars]`;
+  return `${engine.scanner.scan(text.slice(0, cut), sink)}…[truncated ${text.length - cut} chars]`;
 }
 
 const TRUNCATED = '…[truncated ';

@@ -1,17 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { IdempotencyConfigError } from '../errors/errors.js';
+import { policyScanner, type ValueScanner } from '../scanners/index.js';
 import { DEFAULT_ALLOWED_FIELDS, DEFAULT_FIELD_RULES } from './default-fields.js';
 import { FIELD_CLASSES, type FieldClass, type FieldVerdict } from './field-class.js';
 import { parseFieldPattern, patternKey } from './field-pattern.js';
 import { HmacKeyring } from './hmac-keyring.js';
-import { attachIdentifierFormats, compileIdentifierFormats, type IdentifierFormats } from './identifier-formats.js';
+import {
+  attachIdentifierFormats,
+  compileIdentifierFormats,
+  type IdentifierFormats,
+  identifierFormatsOf,
+} from './identifier-formats.js';
 import { type FieldRule, NameMatcher } from './name-matcher.js';
 import { normalizeName } from './normalize-name.js';
-import { attachEngine, type RedactionLimits } from './policy-engine.js';
+import { attachEngine, engineOf, type RedactionLimits } from './policy-engine.js';
 import { type RedactionPolicyInput, redactionPolicySchema } from './policy-schema.js';
-import { ALL_SCANNERS } from './scanners/all-scanners.js';
-import { compileCustomScanner } from './scanners/custom-scanner.js';
-import type { ScannerId } from './scanners/scanner.js';
 
 /**
  * A compiled redaction policy: what it does, readable; how (matcher, HMAC keys, scanners) is
@@ -68,11 +71,7 @@ export function defineRedactionPolicy(input: RedactionPolicyInput): RedactionPol
   for (const rule of own) add(merged, rule.pattern, rule.verdict);
   const rules = [...merged.values()];
 
-  const disabled = new Set(p.disabledScanners);
-  const scanners = [
-    ...p.scanners.map(compileCustomScanner),
-    ...ALL_SCANNERS.filter((s) => !disabled.has(s.id as ScannerId)),
-  ];
+  const scanning = policyScanner(p.scanners, p.disabledScanners);
   const details = new Map<string, ReadonlySet<string>>();
   for (const [action, keys] of Object.entries(p.details)) details.set(action, new Set(keys.map(normalizeName)));
   const keyring = new HmacKeyring(p.hmacKeys);
@@ -88,7 +87,7 @@ export function defineRedactionPolicy(input: RedactionPolicyInput): RedactionPol
     allow: Object.freeze(rules.filter((r) => r.verdict === 'allow').map((r) => r.pattern)),
     details: Object.freeze(Object.fromEntries(Object.entries(p.details).map(([a, k]) => [a, Object.freeze([...k])]))),
     identifierFields: Object.freeze(Object.keys(p.identifiers)),
-    scanners: Object.freeze(scanners.map((s) => s.id)),
+    scanners: Object.freeze([...scanning.ids]),
     limits: Object.freeze({ ...p.limits }),
   });
   attachIdentifierFormats(policy, compileIdentifierFormats(p.identifiers as IdentifierFormats));
@@ -96,13 +95,28 @@ export function defineRedactionPolicy(input: RedactionPolicyInput): RedactionPol
     version: p.version,
     matcher: new NameMatcher(rules),
     keyring,
-    scanners,
+    scanner: scanning.scanner,
+    ownScanners: p.scanners,
     inferSecretNames: p.includeDefaults,
     details,
     limits: { ...p.limits },
     keys: new Map(),
   });
   return policy;
+}
+
+/**
+ * The policy with `scanner` in place of its built-in value scanners (its own scanners still run
+ * first): the same rules, keys, limits and identifier formats. Its `scanners` list ends with
+ * `value_scanner`.
+ */
+export function withValueScanner(policy: RedactionPolicy, scanner: ValueScanner): RedactionPolicy {
+  const engine = engineOf(policy);
+  const scanning = policyScanner(engine.ownScanners, [], scanner);
+  const replaced: RedactionPolicy = Object.freeze({ ...policy, scanners: Object.freeze([...scanning.ids]) });
+  attachIdentifierFormats(replaced, identifierFormatsOf(policy));
+  attachEngine(replaced, { ...engine, scanner: scanning.scanner, keys: new Map() });
+  return replaced;
 }
 
 function add(rules: Map<string, FieldRule>, pattern: string, verdict: FieldVerdict): void {

@@ -1,9 +1,8 @@
 import { inspect, types } from 'node:util';
 import { isCleanName } from '../errors/clean-name.js';
+import type { HitSink } from '../scanners/index.js';
 import { scanBounded } from './bounded-scan.js';
 import type { PolicyEngine } from './policy-engine.js';
-import { scanText } from './scanners/scan-text.js';
-import type { HitSink } from './scanners/scanner.js';
 
 /** A scrubbed error, fit for the ledger's error column, BullMQ's `failedReason` and logs. */
 export type RedactedError = {
@@ -67,7 +66,7 @@ function safeCode(engine: PolicyEngine, code: unknown, sink: HitSink): string | 
   const text = typeof code === 'number' && Number.isFinite(code) ? String(code) : code;
   if (typeof text !== 'string' || !SAFE_CODE.test(text)) return undefined;
   let flagged = false;
-  scanText(text, engine.scanners, {
+  engine.scanner.scan(text, {
     hit(rule) {
       flagged = true;
       sink.hit(rule);

@@ -7,6 +7,8 @@
  * JWTs, API tokens, authorization values, `password=…`, e-mail addresses, cards, IBANs, phones).
  * Every result carries a receipt: rule ids, paths and counts, never values.
  */
+
+export { type CustomScannerInput, SCANNER_IDS, type ScannerId } from '../scanners/index.js';
 export type { ContentSummary } from './content-summary.js';
 export { DEFAULT_ALLOWED_FIELDS, DEFAULT_FIELD_RULES } from './default-fields.js';
 export {
@@ -19,14 +21,6 @@ export type { RedactErrorOptions, RedactedError } from './error-shape.js';
 export { FIELD_CLASSES, type FieldClass, type FieldVerdict } from './field-class.js';
 export { normalizeName } from './normalize-name.js';
 export { isMasked, maskPii } from './pii-mask.js';
-export {
-  type PinoRedactionConfig,
-  type PinoRedactionOptions,
-  type PinoRedactPathsOptions,
-  type PinoSerializer,
-  pinoRedactionOptions,
-  pinoRedactPaths,
-} from './pino.js';
 export type { RedactionLimits } from './policy-engine.js';
 export { OMITTED_KEY, type RedactionPolicyInput, redactionPolicySchema } from './policy-schema.js';
 export { mergeReceipts, type RedactionReceipt } from './receipt.js';
@@ -35,5 +29,3 @@ export { type OmittedSummary, redactDetails } from './redact-details.js';
 export { redactError } from './redact-error.js';
 export { redactString } from './redact-string.js';
 export { identifierRef, verifyRef } from './refs.js';
-export type { CustomScannerInput } from './scanners/custom-scanner.js';
-export { SCANNER_IDS, type ScannerId } from './scanners/scanner.js';

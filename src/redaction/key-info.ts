@@ -1,7 +1,6 @@
+import { secretNameKind } from '../scanners/index.js';
 import { normalizeName } from './normalize-name.js';
 import type { KeyInfo, PolicyEngine } from './policy-engine.js';
-import { scanText } from './scanners/scan-text.js';
-import { secretNameKind } from './secret-words.js';
 
 /** The cache is dropped when it grows past this; realistic events have a few hundred distinct keys. */
 const MAX_CACHED_KEYS = 10_000;
@@ -37,7 +36,7 @@ export function keyInfo(engine: PolicyEngine, key: string, budget?: ScanBudget):
   const outKey =
     engine.keyring.recognise(key, 'ref') !== undefined
       ? key
-      : scanText(key, engine.scanners, {
+      : engine.scanner.scan(key, {
           hit(rule) {
             const id = rule.includes('.') ? rule : `scan.${rule}`;
             const entry = hits.find((h) => h[0] === id);

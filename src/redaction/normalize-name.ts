@@ -1,23 +1,12 @@
-import { unconfuse } from './confusables.js';
+import { foldName } from '../scanners/index.js';
 
 const ALNUM = /^[a-z0-9]*$/;
 const NOT_ASCII = /[\u0080-\uffff]/;
 const NOT_ASCII_ALNUM = /[^a-z0-9]/g;
 const NOT_ALNUM = /[^\p{L}\p{N}]/gu;
-const MARKS = /\p{M}/gu;
-const NON_ASCII = /[\u0080-\uffff]/g;
 
 /**
- * A name's letters as they look, not as they are encoded: compatibility forms folded (NFKD:
- * full-width `ｐａｓｓ` is `pass`, `ﬁ` is `fi`), accents dropped (`contraseña`), Cyrillic and
- * Greek look-alikes mapped to Latin (`pаssword` with a Cyrillic `а`). Case and separators stay.
- */
-export function foldName(name: string): string {
-  return name.normalize('NFKD').replace(MARKS, '').replace(NON_ASCII, unconfuse);
-}
-
-/**
- * The form in which field names are compared: folded ({@link foldName}), lower case, letters
+ * The form in which field names are compared: folded (`foldName`), lower case, letters
  * and digits only, so that `apiKey`, `api_key`, `API-KEY`, `x.api key` and `ＡＰＩ＿ＫＥＹ` all meet
  * as `apikey` / `xapikey`.
  *

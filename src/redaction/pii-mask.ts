@@ -1,4 +1,4 @@
-import { maskEmail } from './scanners/email.js';
+import { maskEmail } from '../scanners/index.js';
 
 /**
  * The shapes a mask produces, so that masking a masked value changes nothing (redaction is

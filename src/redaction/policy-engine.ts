@@ -1,8 +1,8 @@
 import { IdempotencyConfigError } from '../errors/errors.js';
+import type { CustomScannerInput, ValueScanner } from '../scanners/index.js';
 import type { FieldVerdict } from './field-class.js';
 import type { HmacKeyring } from './hmac-keyring.js';
 import type { NameMatcher } from './name-matcher.js';
-import type { Scanner } from './scanners/scanner.js';
 
 /** The limits a policy enforces while walking a value. */
 export type RedactionLimits = {
@@ -35,7 +35,10 @@ export type PolicyEngine = {
   version: string;
   matcher: NameMatcher;
   keyring: HmacKeyring;
-  scanners: readonly Scanner[];
+  /** What every string the policy keeps is scanned with. */
+  scanner: ValueScanner;
+  /** The policy's own scanners, kept to run before a scanner that replaces the built-in ones. */
+  ownScanners: readonly CustomScannerInput[];
   /** Whether a name that no rule matches is still judged a secret by its words (`userPassword`). */
   inferSecretNames: boolean;
   /** Allow-listed detail keys (normalised) per action; `*` for all actions. */

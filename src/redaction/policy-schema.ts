@@ -1,7 +1,7 @@
 import { z } from 'zod';
+import { SCANNER_IDS } from '../scanners/index.js';
 import { fieldPatternProblem } from './field-pattern.js';
 import { BUILTIN_IDENTIFIER_FORMATS, type IdentifierFormat } from './identifier-formats.js';
-import { SCANNER_IDS } from './scanners/scanner.js';
 
 /** Key under which {@link redactDetails} summarises omitted keys; never allow-listable. */
 export const OMITTED_KEY = '_omitted';

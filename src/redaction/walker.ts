@@ -1,3 +1,4 @@
+import { cardMarker, type HitSink, isCardNumber } from '../scanners/index.js';
 import { isBinary } from './binary-value.js';
 import { canonicalText, recogniseSummary, summariseContent } from './content-summary.js';
 import { type RedactErrorOptions, redactErrorWith } from './error-shape.js';
@@ -6,9 +7,6 @@ import { keyInfo, type ScanBudget } from './key-info.js';
 import { isMasked, maskPii } from './pii-mask.js';
 import type { PolicyEngine } from './policy-engine.js';
 import type { PathSegment, ReceiptBuilder } from './receipt.js';
-import { cardMarker, isCardNumber } from './scanners/card-number.js';
-import { scanText } from './scanners/scan-text.js';
-import type { HitSink } from './scanners/scanner.js';
 
 const DEPTH_MARKER = '[redacted:depth]';
 const CYCLE_MARKER = '[redacted:cycle]';
@@ -130,7 +128,7 @@ export class Walker implements HitSink {
   /** Scans one string (a value), its hits recorded once per rule. */
   #scan(text: string): string {
     this.#scanning = true;
-    const out = scanText(text, this.engine.scanners, this);
+    const out = this.engine.scanner.scan(text, this);
     this.#scanning = false;
     if (out !== text || this.#pendingRules.length > 0) {
       for (let i = 0; i < this.#pendingRules.length; i++) this.#note(this.#pendingRules[i]!, this.#pendingCounts[i]!);

@@ -1,8 +1,14 @@
 import { auditPolicyFor } from '../config/audit-policy.js';
 import { IdempotencyConfigError } from '../errors/errors.js';
-import { DEFAULT_POLICY_VERSION, defineRedactionPolicy, type RedactionPolicy } from '../redaction/define-policy.js';
+import {
+  DEFAULT_POLICY_VERSION,
+  defineRedactionPolicy,
+  type RedactionPolicy,
+  withValueScanner,
+} from '../redaction/define-policy.js';
 import type { RedactionPolicyInput } from '../redaction/policy-schema.js';
 import { identifierRef } from '../redaction/refs.js';
+import type { ValueScanner } from '../scanners/index.js';
 import type { Keyring } from '../sealing/keyring.js';
 
 /** A value no real identifier is: the probe two policies' references are compared on. */
@@ -14,8 +20,18 @@ const PROBE = 'bullmq-idempotency runtime probe';
  * policy that must make the same references as the keyring's keys. A policy keyed otherwise
  * would make the workers' references differ from the writer's and the operators', and a
  * `timeline(taskId)` of a task id stored as a reference would find nothing, without an error.
+ * With `valueScanner`, the policy scans with it in place of its built-in scanners.
  */
 export function runtimeAuditPolicy(
+  keyring: Keyring,
+  redaction: RedactionPolicy | Omit<RedactionPolicyInput, 'hmacKeys'> | undefined,
+  valueScanner?: ValueScanner,
+): RedactionPolicy {
+  const policy = keyedPolicy(keyring, redaction);
+  return valueScanner === undefined ? policy : withValueScanner(policy, valueScanner);
+}
+
+function keyedPolicy(
   keyring: Keyring,
   redaction: RedactionPolicy | Omit<RedactionPolicyInput, 'hmacKeys'> | undefined,
 ): RedactionPolicy {

@@ -1,3 +1,4 @@
+import { scannedLogger, type ValueScanner } from '../scanners/index.js';
 import type { Logger } from '../shared/logger.js';
 
 /** A logger that says nothing: `logger: false`, and the default in production. */
@@ -26,4 +27,13 @@ export function defaultLogger(
 /** Errors as `Name: message` (JSON would show `{}`). */
 function errorsAsText(_key: string, value: unknown): unknown {
   return value instanceof Error ? `${value.name}: ${value.message}` : value;
+}
+
+/**
+ * The runtime's logger (`logger: false`, a logger of yours, or {@link defaultLogger}), its lines
+ * through `valueScanner` when one is given (see `scannedLogger`); a silent one stays silent.
+ */
+export function runtimeLogger(logger: Logger | false | undefined, valueScanner: ValueScanner | undefined): Logger {
+  const chosen = logger === false ? SILENT_LOGGER : (logger ?? defaultLogger());
+  return valueScanner === undefined || chosen === SILENT_LOGGER ? chosen : scannedLogger(chosen, valueScanner);
 }

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import type { IdempotencyObserver } from '../observability/observer.js';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
 import type { RedactionPolicyInput } from '../redaction/policy-schema.js';
+import type { ValueScanner } from '../scanners/index.js';
 import type { Keyring } from '../sealing/keyring.js';
 import type { Logger } from '../shared/logger.js';
 
@@ -122,6 +123,13 @@ export type IdempotencyOptions = {
    * ENOTFOUND` in the terminal on the first failed attempt), `false` with a logger of yours or in production
    */
   logErrorText?: boolean;
+  /**
+   * Scans text with this in place of the built-in value scanners (`bullmq-idempotency/scanners`):
+   * the audit trail's policy runs it on every string it keeps (a policy's own scanners still run
+   * first), and every line the runtime logs passes through it before `logger` sees it.
+   * @defaultValue the built-in scanners, and log lines as the library writes them
+   */
+  valueScanner?: ValueScanner;
   /** Identifies this process in lease records and system audit events. @defaultValue `hostname:pid` */
   owner?: string;
   /** Durable intents: recorded in Postgres at `enqueue`, relayed to BullMQ. @defaultValue off */

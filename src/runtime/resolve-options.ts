@@ -6,7 +6,7 @@ import type { RedactionPolicy } from '../redaction/define-policy.js';
 import { type Keyring, parseKeyringSpec } from '../sealing/keyring.js';
 import type { Logger } from '../shared/logger.js';
 import { runtimeAuditPolicy } from './audit-policy.js';
-import { defaultLogger, SILENT_LOGGER } from './default-logger.js';
+import { runtimeLogger, SILENT_LOGGER } from './default-logger.js';
 import { DEFAULT_PREFIX, type IdempotencyOptions, type IdempotencyRelayOptions } from './options.js';
 import { type QueueConnection, queueConnection } from './queue-connection.js';
 import { checkQueueName } from './queues.js';
@@ -53,10 +53,10 @@ export function resolveOptions(options: IdempotencyOptions): ResolvedOptions {
   const prefix = checkPrefix(options.prefix ?? DEFAULT_PREFIX);
   const keyring = resolveKeyring(options.keyring);
   const audit = options.audit === false ? undefined : (options.audit ?? {});
-  const auditPolicy = runtimeAuditPolicy(keyring, audit?.redaction);
+  const auditPolicy = runtimeAuditPolicy(keyring, audit?.redaction, options.valueScanner);
   const postgres = checkPostgres(options.postgres);
   const redis = queueConnection(options.redis, prefix);
-  const logger = options.logger === false ? SILENT_LOGGER : (options.logger ?? defaultLogger());
+  const logger = runtimeLogger(options.logger, options.valueScanner);
   const relay = options.intents?.relay;
   return {
     schema,

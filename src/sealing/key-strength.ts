@@ -1,4 +1,4 @@
-import { wordSet } from '../redaction/word-set.js';
+import { wordSet } from '../shared/word-set.js';
 
 /** Fewest bytes a keyring secret may have: 256 bits. */
 export const MIN_SECRET_BYTES = 32;

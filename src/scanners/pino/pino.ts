@@ -1,13 +1,14 @@
 import pino, { type LoggerOptions } from 'pino';
-import { NO_HITS, scanBounded } from './bounded-scan.js';
-import type { RedactionPolicy } from './define-policy.js';
-import { FIELD_CLASSES, type FieldClass } from './field-class.js';
-import { normalizeName } from './normalize-name.js';
-import { engineOf, type PolicyEngine } from './policy-engine.js';
-import { ReceiptBuilder } from './receipt.js';
-import { redact } from './redact.js';
-import { redactError } from './redact-error.js';
-import { Walker } from './walker.js';
+import { NO_HITS, scanBounded } from '../../redaction/bounded-scan.js';
+import { type RedactionPolicy, withValueScanner } from '../../redaction/define-policy.js';
+import { FIELD_CLASSES, type FieldClass } from '../../redaction/field-class.js';
+import { normalizeName } from '../../redaction/normalize-name.js';
+import { engineOf, type PolicyEngine } from '../../redaction/policy-engine.js';
+import { ReceiptBuilder } from '../../redaction/receipt.js';
+import { redact } from '../../redaction/redact.js';
+import { redactError } from '../../redaction/redact-error.js';
+import { Walker } from '../../redaction/walker.js';
+import type { ValueScanner } from '../index.js';
 
 /** Options of {@link pinoRedactPaths}. */
 export type PinoRedactPathsOptions = {
@@ -94,6 +95,12 @@ export type PinoRedactionConfig = {
    * @defaultValue 1
    */
   pathDepth?: number;
+  /**
+   * Scans with this in place of the policy's built-in value scanners (its own scanners still
+   * run first), as `createIdempotency`'s `valueScanner` does for the audit trail.
+   * @defaultValue the policy's scanners
+   */
+  valueScanner?: ValueScanner;
 };
 
 /**
@@ -118,7 +125,8 @@ export type PinoRedactionConfig = {
  * const logger = pino({ ...pinoRedactionOptions(policy), level: 'info' });
  * logger.info({ user: { email: 'jane@example.com' } }, 'token %s', 'ghp_…'); // both scrubbed
  */
-export function pinoRedactionOptions(policy: RedactionPolicy, config: PinoRedactionConfig = {}): PinoRedactionOptions {
+export function pinoRedactionOptions(given: RedactionPolicy, config: PinoRedactionConfig = {}): PinoRedactionOptions {
+  const policy = config.valueScanner === undefined ? given : withValueScanner(given, config.valueScanner);
   const engine = engineOf(policy);
   const scan = (text: unknown) => (typeof text === 'string' ? scanBounded(engine, text, NO_HITS) : text);
   const yours: Record<string, PinoSerializer> = {};

@@ -1,7 +1,7 @@
-import { secretNameKind } from '../secret-words.js';
 import { pairValue } from './pair-value.js';
 import { replaceSpans } from './replace-matches.js';
 import { type HitSink, marker } from './scanner.js';
+import { secretNameKind } from './secret-words.js';
 
 /**
  * Header names whose whole value is a credential: `Authorization` and `Proxy-Authorization` (any

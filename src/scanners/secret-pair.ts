@@ -1,9 +1,9 @@
-import { secretNameKind } from '../secret-words.js';
 import { shannonEntropy } from './checksums.js';
 import { pairValue } from './pair-value.js';
 import { randomValue } from './randomness.js';
 import { replaceSpans } from './replace-matches.js';
 import { marker, type Scanner } from './scanner.js';
+import { secretNameKind } from './secret-words.js';
 import { F_ASSIGN } from './text-features.js';
 
 /**

@@ -1,4 +1,16 @@
-import { foldName } from './normalize-name.js';
+import { unconfuse } from './confusables.js';
+
+const MARKS = /\p{M}/gu;
+const NON_ASCII = /[\u0080-\uffff]/g;
+
+/**
+ * A name's letters as they look, not as they are encoded: compatibility forms folded (NFKD:
+ * full-width `ｐａｓｓ` is `pass`, `ﬁ` is `fi`), accents dropped (`contraseña`), Cyrillic and
+ * Greek look-alikes mapped to Latin (`pаssword` with a Cyrillic `а`). Case and separators stay.
+ */
+export function foldName(name: string): string {
+  return name.normalize('NFKD').replace(MARKS, '').replace(NON_ASCII, unconfuse);
+}
 
 /** A lower-case letter or digit followed by an upper-case letter: a camelCase boundary. */
 const CAMEL = /([a-z0-9])([A-Z])/g;
