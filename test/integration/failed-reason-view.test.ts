@@ -7,26 +7,18 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RetryableError, TerminalError } from '../../src/errors/processor-errors.js';
-import { createIdempotency, type Idempotency } from '../../src/runtime/create-idempotency.js';
+import type { Idempotency } from '../../src/runtime/create-idempotency.js';
 import { chargeOperation } from '../fixtures/operations.js';
 import { settled } from '../helpers/bullmq.js';
 import { TestContext } from '../helpers/context.js';
-import { TEST_KEYRING_SPEC } from '../helpers/keyring.js';
+import { testRuntime } from '../helpers/runtime.js';
 import { plaintextFound } from '../helpers/stores.js';
 
 const t = new TestContext('failed_view');
 let idem: Idempotency;
 
 beforeAll(async () => {
-  idem = createIdempotency({
-    postgres: t.databaseUrl,
-    schema: t.schema,
-    redis: t.redisUrl,
-    prefix: t.prefix,
-    keyring: TEST_KEYRING_SPEC,
-    audit: false,
-    logger: false,
-  });
+  idem = testRuntime(t);
   await idem.migrate();
 });
 afterAll(async () => {

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Idempotency } from '../../src/runtime/create-idempotency.js';
 import { chargeOperation } from '../fixtures/operations.js';
 import { TestContext, waitFor } from '../helpers/context.js';
-import { quietRuntime, wipePrefix } from '../helpers/intents.js';
+import { wipePrefix } from '../helpers/intents.js';
+import { testRuntime } from '../helpers/runtime.js';
 
 const t = new TestContext('intents_audit');
 const charge = chargeOperation({ queue: 'audit-charges' });
@@ -16,7 +17,7 @@ let idem: Idempotency;
 
 beforeAll(async () => {
   await t.setup();
-  idem = quietRuntime(t, { audit: { writer: true, maxDelayMs: 10 } });
+  idem = testRuntime(t, { audit: { writer: true, maxDelayMs: 10 } });
 });
 afterAll(async () => {
   await idem.close();

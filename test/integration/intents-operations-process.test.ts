@@ -13,7 +13,8 @@ import { startOperationsProcess } from '../../src/ops/operations-process.js';
 import type { Idempotency } from '../../src/runtime/create-idempotency.js';
 import { chargeOperation } from '../fixtures/operations.js';
 import { TestContext, waitFor } from '../helpers/context.js';
-import { quietRuntime, wipePrefix } from '../helpers/intents.js';
+import { wipePrefix } from '../helpers/intents.js';
+import { testRuntime } from '../helpers/runtime.js';
 
 const t = new TestContext('intents_ops');
 const charge = chargeOperation({ queue: 'ops-charges' });
@@ -23,7 +24,7 @@ let idem: Idempotency;
 
 beforeAll(async () => {
   await t.setup();
-  idem = quietRuntime(t);
+  idem = testRuntime(t);
 });
 afterAll(async () => {
   await idem.close();

@@ -14,7 +14,8 @@ import { postEffect } from '../../src/testing/client.js';
 import { type CommitCountingServer, startCommitCounter } from '../../src/testing/commit-counter.js';
 import { testOperation } from '../fixtures/operations.js';
 import { TestContext, waitFor } from '../helpers/context.js';
-import { quietRuntime, wipePrefix } from '../helpers/intents.js';
+import { wipePrefix } from '../helpers/intents.js';
+import { testRuntime } from '../helpers/runtime.js';
 
 const t = new TestContext('intents_wipe');
 /** A charge whose card number is declared sensitive: sealed in the job, and so in the intent. */
@@ -34,7 +35,7 @@ let server: CommitCountingServer;
 beforeAll(async () => {
   await t.setup();
   server = await startCommitCounter();
-  idem = quietRuntime(t);
+  idem = testRuntime(t);
 });
 afterAll(async () => {
   await idem.close();

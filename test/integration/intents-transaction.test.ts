@@ -12,7 +12,7 @@ import { postEffect } from '../../src/testing/client.js';
 import { type CommitCountingServer, startCommitCounter } from '../../src/testing/commit-counter.js';
 import { chargeOperation } from '../fixtures/operations.js';
 import { TestContext, waitFor } from '../helpers/context.js';
-import { quietRuntime } from '../helpers/intents.js';
+import { testRuntime } from '../helpers/runtime.js';
 
 const t = new TestContext('intents_tx');
 const charge = chargeOperation({ queue: 'tx-charges' });
@@ -23,7 +23,7 @@ beforeAll(async () => {
   await t.setup();
   await t.query(`create table ${t.schema}.orders (id text primary key)`);
   server = await startCommitCounter();
-  idem = quietRuntime(t, {
+  idem = testRuntime(t, {
     // Listens for commits; the poll is slow, so a job added at once after a commit is the listener's.
     intents: { relay: { everyMs: 60_000, recheckAfterMs: 100 } },
   });

@@ -10,7 +10,8 @@ import { type RelayCounts, relayIntents } from '../../src/ops/intent-relay.js';
 import type { Idempotency } from '../../src/runtime/create-idempotency.js';
 import { chargeOperation } from '../fixtures/operations.js';
 import { TestContext } from '../helpers/context.js';
-import { quietRuntime, wipePrefix } from '../helpers/intents.js';
+import { wipePrefix } from '../helpers/intents.js';
+import { testRuntime } from '../helpers/runtime.js';
 
 const t = new TestContext('intents_two_relays');
 const charge = chargeOperation({ queue: 'relay-charges' });
@@ -19,7 +20,7 @@ let idem: Idempotency;
 
 beforeAll(async () => {
   await t.setup();
-  idem = quietRuntime(t);
+  idem = testRuntime(t);
 });
 afterAll(async () => {
   await idem.close();

@@ -16,33 +16,22 @@ import { NestFactory } from '@nestjs/core';
 import type { Job, Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isIdempotencyError } from '../../src/errors/idempotency-error.js';
-import {
-  createIdempotency,
-  type Idempotency,
-  type IdempotentBullProcessor,
-} from '../../src/runtime/create-idempotency.js';
+import type { Idempotency, IdempotentBullProcessor } from '../../src/runtime/create-idempotency.js';
 import { originalError } from '../../src/sealing/original-error.js';
 import { unseal } from '../../src/sealing/sealed-result.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../../src/testing/index.js';
 import { chargeOperation } from '../fixtures/operations.js';
 import { settled } from '../helpers/bullmq.js';
 import { TestContext } from '../helpers/context.js';
-import { TEST_KEYRING_SPEC, testKeyring } from '../helpers/keyring.js';
+import { testKeyring } from '../helpers/keyring.js';
+import { testRuntime } from '../helpers/runtime.js';
 
 const t = new TestContext('nestjs');
 let idem: Idempotency;
 let ds: CommitCountingServer;
 
 beforeAll(async () => {
-  idem = createIdempotency({
-    postgres: t.databaseUrl,
-    schema: t.schema,
-    redis: t.redisUrl,
-    prefix: t.prefix,
-    keyring: TEST_KEYRING_SPEC,
-    audit: false,
-    logger: false,
-  });
+  idem = testRuntime(t);
   await idem.migrate();
   // Commits every request (keys not honoured) and answers late: duplicates overlap the first.
   ds = await startCommitCounter({ honourIdempotencyKey: false, delayMs: 300 });

@@ -3,7 +3,7 @@ import { createIdempotency } from '../../src/runtime/create-idempotency.js';
 import { defaultLogger } from '../../src/runtime/default-logger.js';
 import { chargeOperation } from '../fixtures/operations.js';
 import { TestContext, waitFor } from '../helpers/context.js';
-import { TEST_KEYRING_SPEC } from '../helpers/keyring.js';
+import { runtimePlace } from '../helpers/runtime.js';
 
 /**
  * Without a logger of its own, a developer still sees what went wrong: outside production the
@@ -44,14 +44,7 @@ describe('the default logger', () => {
 
   it("is the runtime's when it is given none, and reaches the terminal from a worker's wrapper", async () => {
     const written = captureStderr();
-    const idem = createIdempotency({
-      postgres: t.databaseUrl,
-      schema: t.schema,
-      redis: t.redisUrl,
-      prefix: t.prefix,
-      keyring: TEST_KEYRING_SPEC,
-      audit: false,
-    });
+    const idem = createIdempotency({ ...runtimePlace(t), audit: false });
     try {
       const charge = chargeOperation({ resourceKey: () => undefined });
       idem.worker(charge, async () => ({ ok: true }));
@@ -67,14 +60,7 @@ describe('the default logger', () => {
 
   it('a downstream that does not resolve: the cause is in the terminal on the first failed attempt, sealed elsewhere', async () => {
     const written = captureStderr();
-    const idem = createIdempotency({
-      postgres: t.databaseUrl,
-      schema: t.schema,
-      redis: t.redisUrl,
-      prefix: t.prefix,
-      keyring: TEST_KEYRING_SPEC,
-      audit: false,
-    });
+    const idem = createIdempotency({ ...runtimePlace(t), audit: false });
     try {
       const charge = chargeOperation({ queue: 'unresolvable' });
       idem.worker(charge, async (input, ctx) => {

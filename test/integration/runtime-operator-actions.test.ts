@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createIdempotency, type Idempotency } from '../../src/runtime/create-idempotency.js';
+import type { Idempotency } from '../../src/runtime/create-idempotency.js';
 import { type SealedResult, unseal } from '../../src/sealing/sealed-result.js';
 import { chargeOperation } from '../fixtures/operations.js';
 import { TestContext, waitFor } from '../helpers/context.js';
-import { TEST_KEYRING_SPEC } from '../helpers/keyring.js';
+import { testRuntime } from '../helpers/runtime.js';
 
 /**
  * The runtime's operator actions are the library's own (invalidateKey, resolveKey, rerun,
@@ -16,14 +16,8 @@ let idem: Idempotency;
 
 beforeAll(async () => {
   await t.setup();
-  idem = createIdempotency({
-    postgres: t.databaseUrl,
-    schema: t.schema,
-    redis: t.redisUrl,
-    prefix: t.prefix,
-    keyring: TEST_KEYRING_SPEC,
+  idem = testRuntime(t, {
     audit: { writer: true },
-    logger: false,
   });
 });
 afterAll(async () => {

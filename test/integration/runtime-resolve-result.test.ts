@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createIdempotency, type Idempotency } from '../../src/runtime/create-idempotency.js';
+import type { Idempotency } from '../../src/runtime/create-idempotency.js';
 import { type SealedResult, unseal } from '../../src/sealing/sealed-result.js';
 import { chargeOperation } from '../fixtures/operations.js';
 import { TestContext, waitFor } from '../helpers/context.js';
-import { TEST_KEYRING_SPEC } from '../helpers/keyring.js';
+import { testRuntime } from '../helpers/runtime.js';
 
 /**
  * A result an operator resolves is recorded as the operation's own completion records one: checked
@@ -26,14 +26,8 @@ const charge = chargeOperation<Charge, ['chargeId']>({
 let runs = 0;
 
 const runtime = () =>
-  createIdempotency({
-    postgres: t.databaseUrl,
-    schema: t.schema,
-    redis: t.redisUrl,
-    prefix: t.prefix,
-    keyring: TEST_KEYRING_SPEC,
+  testRuntime(t, {
     audit: { writer: true },
-    logger: false,
   });
 
 beforeAll(async () => {

@@ -1,25 +1,17 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { JobFailedError, ResultTimeoutError } from '../../src/errors/errors.js';
 import { TerminalError } from '../../src/errors/processor-errors.js';
-import { createIdempotency, type Idempotency } from '../../src/runtime/create-idempotency.js';
+import type { Idempotency } from '../../src/runtime/create-idempotency.js';
 import { chargeOperation } from '../fixtures/operations.js';
 import { TestContext } from '../helpers/context.js';
-import { TEST_KEYRING_SPEC } from '../helpers/keyring.js';
+import { testRuntime } from '../helpers/runtime.js';
 
 /** `idem.result()`: a program that enqueues gets the processor's own value, or a coded failure. */
 const t = new TestContext('runtime_result');
 let idem: Idempotency;
 
 beforeAll(async () => {
-  idem = createIdempotency({
-    postgres: t.databaseUrl,
-    schema: t.schema,
-    redis: t.redisUrl,
-    prefix: t.prefix,
-    keyring: TEST_KEYRING_SPEC,
-    audit: false,
-    logger: false,
-  });
+  idem = testRuntime(t);
   await idem.migrate();
 });
 afterAll(async () => {

@@ -14,7 +14,7 @@ import { identifierAsStored } from '../../src/audit/stored-identifier.js';
 import { auditPolicyFor } from '../../src/config/audit-policy.js';
 import { actorIdAsTold } from '../../src/confirm/actor-id.js';
 import { createIdempotencyMetrics } from '../../src/observability/metrics.js';
-import { createIdempotency, type Idempotency } from '../../src/runtime/create-idempotency.js';
+import type { Idempotency } from '../../src/runtime/create-idempotency.js';
 import { defineKeyring } from '../../src/sealing/keyring.js';
 import { errorSecrets } from '../fixtures/error-secrets.js';
 import { testOperation } from '../fixtures/operations.js';
@@ -23,6 +23,7 @@ import { cliEnv } from '../helpers/cli-env.js';
 import { TestContext, waitFor } from '../helpers/context.js';
 import { TEST_KEYRING_SPEC } from '../helpers/keyring.js';
 import { capturePino } from '../helpers/pino-capture.js';
+import { testRuntime } from '../helpers/runtime.js';
 import { runTs } from '../helpers/spawn.js';
 
 const t = new TestContext('identifiers_stored');
@@ -71,12 +72,7 @@ let queue: Queue;
 
 beforeAll(async () => {
   await t.setup();
-  idem = createIdempotency({
-    postgres: t.databaseUrl,
-    schema: t.schema,
-    redis: t.redisUrl,
-    prefix: t.prefix,
-    keyring: TEST_KEYRING_SPEC,
+  idem = testRuntime(t, {
     audit: { writer: true, queue: 'audit' },
     logger: logs.logger,
     logErrorText: true,
