@@ -1,21 +1,4 @@
-import { createIdempotency, type Idempotency } from '../../src/runtime/create-idempotency.js';
-import type { IdempotencyOptions } from '../../src/runtime/options.js';
 import type { TestContext } from './context.js';
-import { TEST_KEYRING_SPEC } from './keyring.js';
-
-/** A runtime in the file's schema and prefix, quiet (no audit, no logs), with `extra` options. */
-export function quietRuntime(t: TestContext, extra: Partial<IdempotencyOptions> = {}): Idempotency {
-  return createIdempotency({
-    postgres: t.databaseUrl,
-    schema: t.schema,
-    redis: t.redisUrl,
-    prefix: t.prefix,
-    keyring: TEST_KEYRING_SPEC,
-    audit: false,
-    logger: false,
-    ...extra,
-  });
-}
 
 /**
  * What a Redis that lost its data leaves of the file's queues: every key under the file's own

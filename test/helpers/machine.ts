@@ -12,7 +12,7 @@ export const SKIPS_FILE = 'BQI_SKIPS_FILE';
  * one whose need is missing fails there with the same reason.
  *
  * @example
- * const ready = machineHas('test/poolers.test.ts', 'pgbouncer', existsSync(PGBOUNCER), 'apt-get install pgbouncer');
+ * const ready = machineHas('test/processes/poolers.test.ts', 'pgbouncer', existsSync(PGBOUNCER), 'apt-get install pgbouncer');
  * describe.runIf(ready)('…', () => { … });
  */
 export function machineHas(file: string, what: string, present: boolean, remedy: string): boolean {

@@ -1,5 +1,5 @@
 -- The statement `claim` (src/ledger/sql/claim.ts) for the schema "public",
--- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/ledger-sql.test.ts
+-- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/unit/ledger-sql.test.ts
 with i as (select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
     $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $16::text[])
     as i(key, namespace, resource_key, version, operation, fingerprint, lease_ms, retention_ms, downstream, owner,

@@ -1,5 +1,5 @@
 -- The statement `complete` (src/ledger/sql/complete.ts) for the schema "public",
--- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/ledger-sql.test.ts
+-- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/unit/ledger-sql.test.ts
 update public.idempotency_ledger t set status = 'completed', result = u.result::jsonb, error = null, retryable = null,
   lease_owner = null, lease_expires_at = null, last_transition = null,
   job_id = case when t.transitions is null then t.job_id end, queue = case when t.transitions is null then t.queue end,

@@ -1,5 +1,5 @@
 -- The statement `finish` (src/ledger/sql/finish.ts) for the schema "public",
--- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/ledger-sql.test.ts
+-- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/unit/ledger-sql.test.ts
 update public.idempotency_ledger set status = $5, error = $3::jsonb, retryable = $7, result = null,
   lease_owner = null, lease_expires_at = null, last_transition = null,
   expires_at = null,

@@ -1,5 +1,5 @@
 -- The statement `insertNew` (src/ledger/sql/insert-new.ts) for the schema "public",
--- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/ledger-sql.test.ts
+-- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/unit/ledger-sql.test.ts
 insert into public.idempotency_ledger as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
     downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
     updated_at, claimed_at, claim_transition, transitions, sweep_after)

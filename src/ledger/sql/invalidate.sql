@@ -1,5 +1,5 @@
 -- The statement `invalidate` (src/ledger/sql/invalidate.ts) for the schema "public",
--- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/ledger-sql.test.ts
+-- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/unit/ledger-sql.test.ts
 with prev as (select key, status from public.idempotency_ledger where key = $1 for update)
 update public.idempotency_ledger t set status = 'invalidated', epoch = t.epoch + 1, result = null, retryable = null,
   lease_owner = null, lease_expires_at = null, last_transition = null,

@@ -1,5 +1,5 @@
 -- The statement `recordLost` (src/ledger/sql/record-lost.ts) for the schema "public",
--- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/ledger-sql.test.ts
+-- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/unit/ledger-sql.test.ts
 insert into public.idempotency_ledger as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
     downstream, retention_ms, job_id, queue, task_id, step_id, updated_at, error, transitions, sweep_after)
   select i.key, i.namespace, i.resource_key, i.version, i.operation, (case when octet_length(i.fingerprint) = 64 and i.fingerprint !~ '[^0-9a-f]' then decode(i.fingerprint, 'hex')

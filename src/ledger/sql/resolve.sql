@@ -1,5 +1,5 @@
 -- The statement `resolve` (src/ledger/sql/resolve.ts) for the schema "public",
--- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/ledger-sql.test.ts
+-- as Postgres receives it. Generated: UPDATE_LEDGER_SQL=1 npx vitest run test/unit/ledger-sql.test.ts
 update public.idempotency_ledger set
   status = case when $4::boolean then 'completed' else 'released' end,
   result = case when $4::boolean then $2::jsonb else null end,

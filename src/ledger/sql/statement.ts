@@ -17,7 +17,7 @@ export type Int8 = string | number;
  * One SQL statement of the ledger, in a file of its own under `src/ledger/sql/`: its text for the
  * ledger's tables, the positional values (`$1`, `$2`, … in the text's order) of its named
  * parameters `P`, and the row `R` it returns as the driver gives it. The text each statement makes
- * for the default schema is kept beside it as `<file>.sql` (checked by test/ledger-sql.test.ts).
+ * for the default schema is kept beside it as `<file>.sql` (checked by test/unit/ledger-sql.test.ts).
  */
 export type Statement<P, R> = {
   text(tables: LedgerTables): string;

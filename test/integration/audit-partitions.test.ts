@@ -1,0 +1,304 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { allMigrations } from '../../migrations/index.js';
+import { migrate } from '../../migrations/migrate.js';
+import { type AuditEvent, eventIdFor } from '../../src/audit/audit-event.js';
+import { AuditStore } from '../../src/audit/audit-store.js';
+import { eventsForRecord } from '../../src/audit/derive.js';
+import type { AuditEmitter } from '../../src/audit/emitter.js';
+import { listAuditPartitions, maintainAuditPartitions, partitionFor } from '../../src/audit/partitions.js';
+import { sweepLedger } from '../../src/jobs/ledger-sweeper.js';
+import type { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
+import { TestContext } from '../helpers/context.js';
+import { acquireClaim, payClaim } from '../helpers/ledger-claims.js';
+
+const t = new TestContext('audit_parts');
+const DAY = 86_400_000;
+let store: AuditStore;
+let pool: ReturnType<TestContext['pool']>;
+
+beforeAll(async () => {
+  await t.setup();
+  pool = t.pool();
+  store = new AuditStore(pool, t.schema);
+});
+afterAll(async () => {
+  await pool.end();
+  await t.teardown();
+});
+
+function event(id: string, at: Date, extra: Partial<AuditEvent> = {}): AuditEvent {
+  return {
+    eventId: eventIdFor('parts', id),
+    actorType: 'system',
+    actorId: 'test',
+    action: 'tool.search',
+    resourceType: 'index',
+    resourceId: 'products',
+    decision: 'allow',
+    createdAt: at.toISOString(),
+    phase: 'outcome',
+    taskId: 'task-parts',
+    ...extra,
+  };
+}
+
+const rowsOf = async (schema: string, eventId: string) =>
+  (await t.query(`select created_at from ${schema}.audit_events where event_id = $1`, [eventId])).rows.map((r) =>
+    (r.created_at as Date).toISOString(),
+  );
+
+describe('one stored row per event id on a partitioned table', () => {
+  it('the same id with another time (live then backfill, across a partition boundary) stores one row', async () => {
+    const live = new Date();
+    const backfill = new Date(live.getTime() - 2 * DAY); // another day: another partition
+    const e = event('boundary', live);
+    expect(partitionFor(live).name).not.toBe(partitionFor(backfill).name);
+    expect(await store.writeBatch([e])).toMatchObject({ inserted: 1 });
+    expect(await store.writeBatch([{ ...e, createdAt: backfill.toISOString() }])).toMatchObject({
+      inserted: 0,
+      duplicates: 1,
+    });
+    expect(await rowsOf(t.schema, e.eventId)).toEqual([live.toISOString()]);
+  });
+
+  it('one batch holding the id twice, with two times, stores one row (the earliest)', async () => {
+    const a = new Date(Date.now() - DAY);
+    const b = new Date();
+    const e = event('same-batch', b);
+    expect(await store.writeBatch([e, { ...e, createdAt: a.toISOString() }])).toMatchObject({ inserted: 1 });
+    expect(await rowsOf(t.schema, e.eventId)).toEqual([a.toISOString()]);
+  });
+
+  it('concurrent writers of one id with different times store one row', async () => {
+    const stores = [0, 1, 2, 3].map(() => new AuditStore(pool, t.schema));
+    const ids = Array.from({ length: 20 }, (_, i) => `race-${i}`);
+    await Promise.all(
+      stores.map((s, w) =>
+        s.writeBatch(ids.map((id, i) => event(id, new Date(Date.now() - ((w + i) % 3) * DAY - w * 1000)))),
+      ),
+    );
+    const dup = await t.query(
+      `select event_id, count(*)::int as n from ${t.schema}.audit_events where event_id = any($1) group by event_id`,
+      [ids.map((id) => eventIdFor('parts', id))],
+    );
+    expect(dup.rows).toHaveLength(ids.length);
+    expect(dup.rows.every((r) => r.n === 1)).toBe(true);
+  });
+
+  it('an event whose row was lost is stored again by a later delivery, under that delivery’s time', async () => {
+    const first = new Date(Date.now() - DAY);
+    const e = event('lost', first);
+    await store.writeBatch([e]);
+    await t.query(`delete from ${t.schema}.audit_events where event_id = $1`, [e.eventId]);
+    const later = new Date();
+    expect(await store.writeBatch([{ ...e, createdAt: later.toISOString() }])).toMatchObject({ inserted: 1 });
+    expect(await rowsOf(t.schema, e.eventId)).toEqual([later.toISOString()]);
+    // And the id now points at that row: another time still writes nothing.
+    await store.writeBatch([{ ...e, createdAt: first.toISOString() }]);
+    expect(await rowsOf(t.schema, e.eventId)).toEqual([later.toISOString()]);
+  });
+
+  it('an event row stored without its id (the id deleted by hand) is met once and absorbed: the batch is written again around it', async () => {
+    const at = new Date();
+    const kept = event('absorbed-kept', at);
+    await store.writeBatch([kept]);
+    await t.query(`delete from ${t.schema}.audit_event_ids where event_id = $1`, [kept.eventId]);
+    const others = ['absorbed-a', 'absorbed-b', 'absorbed-c'].map((id) => event(id, at));
+    const own = new AuditStore(pool, t.schema);
+    // The plain insert takes the id as new and fails on the stored row (unique violation, nothing
+    // written); the absorbing insert then writes the other three and skips it.
+    expect(await own.writeBatch([...others, kept])).toEqual({ inserted: 3, duplicates: 1, deadLettered: 0 });
+    expect(own.absorbed).toBe(1);
+    for (const e of [...others, kept]) expect(await rowsOf(t.schema, e.eventId)).toEqual([at.toISOString()]);
+    // The id is back, pointing at the stored row: the next delivery is an ordinary duplicate.
+    expect(await own.writeBatch([kept])).toEqual({ inserted: 0, duplicates: 1, deadLettered: 0 });
+    expect(own.absorbed).toBe(1);
+  });
+
+  it('concurrent writers re-storing the same lost events store one row each', async () => {
+    const at = new Date(Date.now() - DAY);
+    const events = Array.from({ length: 20 }, (_, i) => event(`lost-race-${i}`, at));
+    await store.writeBatch(events);
+    await t.query(`delete from ${t.schema}.audit_events where event_id = any($1)`, [events.map((e) => e.eventId)]);
+    const later = new Date();
+    const stores = [0, 1, 2, 3].map(() => new AuditStore(pool, t.schema));
+    const results = await Promise.all(
+      stores.map((s) => s.writeBatch(events.map((e) => ({ ...e, createdAt: later.toISOString() })))),
+    );
+    expect(results.reduce((n, r) => n + r.inserted, 0)).toBe(events.length);
+    for (const e of events) expect(await rowsOf(t.schema, e.eventId)).toEqual([later.toISOString()]);
+  });
+
+  it('a lost event re-stored by one writer while another waits on its id is stored once, under the first writer’s time', async () => {
+    const at = new Date();
+    const e = event('lost-cas', at);
+    await store.writeBatch([e]);
+    await t.query(`delete from ${t.schema}.audit_events where event_id = $1`, [e.eventId]);
+    // Today's partition, which the first write made sure of.
+    const first = new Date(at.getTime() + 1);
+    const second = new Date(at.getTime() + 2);
+    // Writer A re-stores it inside a transaction it holds open: the id row stays locked.
+    const a = new pg.Client({ connectionString: t.databaseUrl });
+    await a.connect();
+    try {
+      await a.query('begin');
+      const storeA = new AuditStore(a as unknown as pg.Pool, t.schema);
+      expect(await storeA.writeBatch([{ ...e, createdAt: first.toISOString() }])).toMatchObject({ inserted: 1 });
+      // Writer B read the id before A commits, then waits for A's lock on it.
+      const b = store.writeBatch([{ ...e, createdAt: second.toISOString() }]);
+      const aPid = (await a.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid;
+      for (let i = 0; ; i++) {
+        const waiting = await t.query('select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid))', [aPid]);
+        if (waiting.rows.length > 0) break;
+        if (i > 3_000) throw new Error('writer B never waited for the id');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await a.query('commit');
+      expect(await b).toMatchObject({ inserted: 0, duplicates: 1 });
+    } finally {
+      await a.end();
+    }
+    expect(await rowsOf(t.schema, e.eventId)).toEqual([first.toISOString()]);
+  });
+
+  it('an event far from every partition gets its partition made, and is stored', async () => {
+    const far = new Date(Date.now() + 400 * DAY);
+    const e = event('far-ahead', far);
+    expect((await listAuditPartitions(pool, t.schema)).map((p) => p.name)).not.toContain(partitionFor(far).name);
+    expect(await store.writeBatch([e])).toMatchObject({ inserted: 1, deadLettered: 0 });
+    expect((await listAuditPartitions(pool, t.schema)).map((p) => p.name)).toContain(partitionFor(far).name);
+    expect(await rowsOf(t.schema, e.eventId)).toEqual([far.toISOString()]);
+  });
+});
+
+describe('retention drops whole partitions', () => {
+  it('creates partitions ahead, drops those older than the retention, prunes their ids, keeps the rest', async () => {
+    const schema = `${t.schema}_ret`;
+    await migrate({ connectionString: t.databaseUrl, schema });
+    try {
+      const s = new AuditStore(pool, schema);
+      const old = Array.from({ length: 30 }, (_, i) => event(`old-${i}`, new Date(Date.now() - 10 * DAY - i * 1000)));
+      const recent = Array.from({ length: 30 }, (_, i) => event(`new-${i}`, new Date(Date.now() - i * 1000)));
+      await s.writeBatch([...old, ...recent]);
+      const oldPartition = partitionFor(new Date(Date.now() - 10 * DAY)).name;
+      expect((await listAuditPartitions(pool, schema)).map((p) => p.name)).toContain(oldPartition);
+
+      const result = await maintainAuditPartitions(pool, schema, { retentionMs: 5 * DAY, ahead: 9 });
+      expect(result.dropped).toContain(oldPartition);
+      expect(result.idsPruned).toBe(old.length);
+      const names = (await listAuditPartitions(pool, schema)).map((p) => p.name);
+      expect(names).not.toContain(oldPartition);
+      expect(names).toContain(partitionFor(new Date(Date.now() + 9 * DAY)).name);
+      const count = async (table: string) =>
+        Number((await t.query(`select count(*)::int as n from ${schema}.${table}`)).rows[0]?.n);
+      expect(await count('audit_events')).toBe(recent.length);
+      expect(await count('audit_event_ids')).toBe(recent.length);
+      // Idempotent: a second run creates and drops nothing.
+      expect(await maintainAuditPartitions(pool, schema, { retentionMs: 5 * DAY, ahead: 9 })).toEqual({
+        created: [],
+        dropped: [],
+        idsPruned: 0,
+      });
+    } finally {
+      await t.query(`drop schema if exists ${schema} cascade`);
+    }
+  });
+});
+
+describe("an audit retention shorter than the ledger's", () => {
+  it('the sweeper deletes a row whose events the retention dropped, and sends none of them again; a row whose events are kept still waits for them', async () => {
+    const schema = `${t.schema}_sweep`;
+    await migrate({ connectionString: t.databaseUrl, schema });
+    const ledgers: PostgresLedger[] = [];
+    const ledgerAt = (clockOffsetMs: number) => {
+      const l = t.ledger({ schema, clockOffsetMs });
+      ledgers.push(l);
+      return l;
+    };
+    try {
+      // Rows whose transitions the ledger recorded 10 and 2 days ago (the database clock moved
+      // back for them), each expired a minute after its completion.
+      const done = async (l: PostgresLedger, resourceKey: string) => {
+        const c = await acquireClaim(l, payClaim(resourceKey));
+        await l.complete(c.key, c.epoch, { ok: true });
+        const record = await l.get(c.key);
+        if (!record) throw new Error('no record');
+        return record;
+      };
+      const old = await done(ledgerAt(-10 * DAY), 'order:old');
+      const recent = await done(ledgerAt(-2 * DAY), 'order:recent');
+      const s = new AuditStore(pool, schema);
+      expect(await s.writeBatch(eventsForRecord(old))).toMatchObject({ inserted: 2 });
+      // The audit trail keeps 5 days: the old row's events go with their partition.
+      const kept = await maintainAuditPartitions(pool, schema, { retentionMs: 5 * DAY, ahead: 1 });
+      expect(kept.dropped).toContain(partitionFor(new Date(Date.now() - 10 * DAY)).name);
+      expect(kept.idsPruned).toBe(2);
+
+      const sent: string[] = [];
+      const emitter = { record: (e: { eventId: string }) => sent.push(e.eventId) } as unknown as AuditEmitter;
+      const sweeper = ledgerAt(0);
+      const auditRetention = { retentionMs: 5 * DAY };
+      // Without the retention the sweeper waits for the dropped events, and sends them again.
+      expect(await sweepLedger(sweeper)).toMatchObject({ deleted: 0, pending: 2 });
+      const first = await sweepLedger(sweeper, { emitter, auditRetention });
+      expect(first).toMatchObject({ deleted: 1, pending: 1 });
+      expect(await sweeper.get(old.key)).toBeNull();
+      // Only the recent row's events are sent again (and the run's summary): none past the retention.
+      const recentIds = eventsForRecord(recent).map((e) => e.eventId);
+      expect(sent.filter((id) => recentIds.includes(id)).sort()).toEqual([...recentIds].sort());
+      expect(sent).toHaveLength(recentIds.length + 1);
+      // Once the recent row's events are stored, it goes too.
+      await s.writeBatch(eventsForRecord(recent));
+      expect(await sweepLedger(sweeper, { auditRetention })).toMatchObject({ deleted: 1, pending: 0 });
+    } finally {
+      for (const l of ledgers) await l.close();
+      await t.query(`drop schema if exists ${schema} cascade`);
+    }
+  });
+});
+
+describe('migration 0006', () => {
+  it('converts an existing table: every event stored before is there after, one row per id', async () => {
+    const schema = `${t.schema}_mig`;
+    const names = Object.keys(allMigrations(schema));
+    const after = names.slice(names.indexOf('0006-audit-partitions'));
+    await migrate({ connectionString: t.databaseUrl, schema });
+    try {
+      // Down to 0004: the unpartitioned table with its unique event_id index.
+      for (const _ of after) await migrate({ connectionString: t.databaseUrl, schema, to: 'down' });
+      // Events on the unpartitioned table of 0004: over 40 days, some of them years old.
+      await t.query(
+        `insert into ${schema}.audit_events (event_id, created_at, actor_type, actor_id, action, resource_type,
+           resource_id, decision, phase, task_id, details)
+         select 'ev-' || g, now() - (g % 40) * interval '1 day' - g * interval '1 second'
+           - case when g % 97 = 0 then interval '3 years' else interval '0' end,
+           'system', 'test', 'tool.search', 'index', 'products', 'allow', 'outcome', 'task-' || (g % 7),
+           jsonb_build_object('n', g)
+         from generate_series(1, 2000) g`,
+      );
+      const snapshot = async () =>
+        (
+          await t.query(
+            `select event_id, created_at, task_id, details::text as d from ${schema}.audit_events order by event_id`,
+          )
+        ).rows.map((r) => `${r.event_id} ${(r.created_at as Date).toISOString()} ${r.task_id} ${r.d}`);
+      const before = await snapshot();
+      expect(before).toHaveLength(2000);
+      await migrate({ connectionString: t.databaseUrl, schema });
+      expect(
+        (await t.query(`select relkind from pg_class where oid = $1::regclass`, [`${schema}.audit_events`])).rows[0]
+          ?.relkind,
+      ).toBe('p');
+      expect(await snapshot()).toEqual(before);
+      const ids = await t.query(`select count(*)::int as n from ${schema}.audit_event_ids`);
+      expect(ids.rows[0]?.n).toBe(2000);
+      // A stored id delivered again with another time still writes nothing.
+      const s = new AuditStore(pool, schema);
+      const again = await s.writeBatch([{ ...event('x', new Date()), eventId: 'ev-5' }]);
+      expect(again).toMatchObject({ inserted: 0, duplicates: 1 });
+    } finally {
+      await t.query(`drop schema if exists ${schema} cascade`);
+    }
+  });
+});
