@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_REDACTION_POLICY, redactString } from '../src/redaction/index.js';
-import { runtimeAuditPolicy } from '../src/runtime/audit-policy.js';
-import { createIdempotency } from '../src/runtime/create-idempotency.js';
-import { scannedLogger, type ValueScanner } from '../src/scanners/index.js';
-import { pinoRedactionOptions } from '../src/scanners/pino/pino.js';
-import type { Logger } from '../src/shared/logger.js';
-import { chargeOperation } from './fixtures/operations.js';
-import { TestContext, waitFor } from './helpers/context.js';
-import { TEST_KEYRING_SPEC, testKeyring } from './helpers/keyring.js';
-import { capturePino } from './helpers/pino-capture.js';
+import { DEFAULT_REDACTION_POLICY, redactString } from '../../src/redaction/index.js';
+import { runtimeAuditPolicy } from '../../src/runtime/audit-policy.js';
+import { createIdempotency } from '../../src/runtime/create-idempotency.js';
+import { scannedLogger, type ValueScanner } from '../../src/scanners/index.js';
+import { pinoRedactionOptions } from '../../src/scanners/pino/pino.js';
+import type { Logger } from '../../src/shared/logger.js';
+import { chargeOperation } from '../fixtures/operations.js';
+import { TestContext, waitFor } from '../helpers/context.js';
+import { TEST_KEYRING_SPEC, testKeyring } from '../helpers/keyring.js';
+import { capturePino } from '../helpers/pino-capture.js';
 
 /**
  * The value scanners are one interface, `ValueScanner`, which `createIdempotency({ valueScanner })`
