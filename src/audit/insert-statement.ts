@@ -1,5 +1,5 @@
 import type { AuditEvent } from './audit-event.js';
-import { chainDaySql, eventDigestSql, GENESIS_SQL } from './chain-sql.js';
+import { CHAIN_DIGEST_VERSION, chainDaySql, eventDigestSql, GENESIS_SQL } from './chain-sql.js';
 
 /** Columns of audit_events and the camelCase field each comes from, with its type in a batch. */
 export const COLUMNS: [string, keyof AuditEvent, string][] = [
@@ -88,7 +88,7 @@ export function auditInsertSql(s: string, absorbing: boolean, chained = true): s
       n as (
         select c.*, ${chainDaySql('c.created_at')} as chain_day,
           row_number() over (partition by ${chainDaySql('c.created_at')} order by c.created_at, c.event_id) as ord,
-          ${eventDigestSql('c')} as d
+          ${eventDigestSql('c', CHAIN_DIGEST_VERSION)} as d
         ${stored}${
           // Absorbing, a row may be stored that its id did not point to: it is skipped here, so
           // that the chain counts only what is inserted.
@@ -111,8 +111,8 @@ export function auditInsertSql(s: string, absorbing: boolean, chained = true): s
         from (select distinct on (chain_day) chain_day, ord, link from f where ord > 0 order by chain_day, ord desc) m
         where a.day = m.chain_day and a.slot = $2
       )
-      insert into ${table} (${cols}, chain_slot, chain_seq, chain_digest)
-      select ${picked}, $2, case when h.day is null then ${s}.audit_chain_missing() else h.seq + c.ord end, f.link
+      insert into ${table} (${cols}, chain_slot, chain_seq, chain_digest, chain_v)
+      select ${picked}, $2, case when h.day is null then ${s}.audit_chain_missing() else h.seq + c.ord end, f.link, ${CHAIN_DIGEST_VERSION}
       from n c join f using (chain_day, ord) left join h on h.day = c.chain_day${onConflict}`;
 }
 
