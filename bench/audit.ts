@@ -11,7 +11,9 @@
  * Timings on a shared 2-core machine are noisy: figures are reported, never asserted. The last line
  * of stdout is one JSON object. Env: BENCH_AUDIT_EVENTS, BENCH_AUDIT_BURSTS, BENCH_JOBS and
  * BENCH_ROUNDS (the wrapper rounds), BENCH_CPU_PROFILE=dir (profiles the writer process),
- * BENCH_AUDIT_ONLY=pipeline (the pipeline alone: no redaction figure, no wrapper rounds).
+ * BENCH_AUDIT_ONLY=pipeline (the pipeline alone: no redaction figure, no wrapper rounds),
+ * BENCH_AUDIT_CHAIN=off (the writer stores events without the hash chain, bench/lib/unchained-store.ts,
+ * to measure what the chain costs: alternate runs with and without it; verify is then skipped).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -48,6 +50,8 @@ const ROUNDS = PIPELINE_ONLY ? 0 : Number(process.env.BENCH_ROUNDS ?? 3);
 const PACE_BUFFERED = 5_000;
 /** When set, the writer process is CPU-profiled into this directory (`bench/profile-summary.ts` reads it). */
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE;
+/** `BENCH_AUDIT_CHAIN=off`: the writer stores events without the hash chain (bench/lib/unchained-store.ts). */
+const CHAINED = process.env.BENCH_AUDIT_CHAIN !== 'off';
 const id = randomBytes(3).toString('hex');
 const schema = `bench_audit_${id}`;
 const prefix = `{bench-audit-${id}}`;
@@ -107,6 +111,7 @@ async function startWriterProcess(): Promise<ChildProcess> {
       ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
       '--import',
       'tsx',
+      ...(CHAINED ? [] : ['--import', fileURLToPath(new URL('./lib/unchained-store.ts', import.meta.url))]),
       fileURLToPath(new URL('../jobs/main.ts', import.meta.url)),
     ],
     {
@@ -331,7 +336,9 @@ try {
   const pipe = await pipeline(pool);
   // The hash chains the pipeline wrote, walked whole: every event's digest recomputed.
   const verifyStarted = performance.now();
-  const verified = await verifyAuditChains(pool, schema);
+  const verified = CHAINED
+    ? await verifyAuditChains(pool, schema)
+    : { ok: true, events: Number.NaN, chains: 0, problems: [] };
   const verifySeconds = (performance.now() - verifyStarted) / 1000;
   if (!verified.ok) throw new Error(`audit chains broken: ${JSON.stringify(verified.problems[0])}`);
   // The pipeline leaves ~0.3 GB of WAL and dirty pages behind; flush them now rather than in a
@@ -372,13 +379,14 @@ try {
     ],
   );
   jsonLine('audit', {
+    chain: CHAINED,
     redaction_per_s: PIPELINE_ONLY ? null : Math.round(redaction),
     pipeline_per_s: Math.round(pipe.perSecond),
     lag_p50_ms: Math.round(pipe.p50),
     lag_p99_ms: Math.round(pipe.p99),
     bytes_per_event: Math.round(pipe.bytesPerEvent),
     wal_per_event: Math.round(pipe.walPerEvent),
-    verify_per_s: Math.round(verified.events / verifySeconds),
+    verify_per_s: CHAINED ? Math.round(verified.events / verifySeconds) : null,
     emitter_cpu_us_per_event: Math.round(pipe.cpu.emitter),
     writer_cpu_us_per_event: Math.round(pipe.cpu.writer),
     postgres_cpu_us_per_event: Math.round(pipe.cpu.postgres),

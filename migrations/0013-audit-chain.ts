@@ -37,7 +37,7 @@ export function auditChainMigration(schema: string) {
       const day = raw(chainDaySql('e.created_at'));
       await sql`with r as (
           select ${day} as day, row_number() over (partition by ${day} order by e.created_at, e.event_id) as ord,
-                 e.created_at, e.event_id, ${raw(eventDigestSql('e'))} as d
+                 e.created_at, e.event_id, ${raw(eventDigestSql('e', 1))} as d
           from ${t('audit_events')} e
           union all
           select distinct ${day}, 0, null::timestamptz, null::text, ${raw(GENESIS_SQL)} from ${t('audit_events')} e

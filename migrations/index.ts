@@ -11,6 +11,7 @@ import { ledgerFingerprintBytesMigration } from './0009-ledger-fingerprint-bytes
 import { ledgerSweepIndexMigration } from './0010-ledger-sweep-index.js';
 import { intentsMigration } from './0011-intents.js';
 import { auditChainMigration } from './0013-audit-chain.js';
+import { auditChainVersionMigration } from './0014-audit-chain-version.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -27,5 +28,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0010-ledger-sweep-index': ledgerSweepIndexMigration(schema),
     '0011-intents': intentsMigration(schema),
     '0013-audit-chain': auditChainMigration(schema),
+    '0014-audit-chain-version': auditChainVersionMigration(schema),
   };
 }

@@ -9,42 +9,14 @@ import { IdempotencyConfigError } from '../errors/errors.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { engineOf } from '../redaction/policy-engine.js';
 import { type AuditEvent, auditEventSchema } from './audit-event.js';
-import { CHAIN_HEAD_MISSING, chainDaySql, eventDigestSql, GENESIS_SQL } from './chain-sql.js';
+import { CHAIN_HEAD_MISSING } from './chain-sql.js';
 import { isAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventReason } from './dead-letter-reason.js';
 import { isIdentifier } from './identifier-grammar.js';
+import { auditInsertSql, COLUMNS, chainHeadsSql } from './insert-statement.js';
 import { createAuditPartitions } from './partitions.js';
 import { storeRedactor } from './redact-event.js';
-
-/** Columns of audit_events and the camelCase field each comes from. */
-const COLUMNS: [string, keyof AuditEvent, string][] = [
-  ['event_id', 'eventId', 'text'],
-  ['created_at', 'createdAt', 'timestamptz'],
-  ['seq', 'seq', 'int'],
-  ['task_id', 'taskId', 'text'],
-  ['step_id', 'stepId', 'text'],
-  ['operation_id', 'operationId', 'text'],
-  ['actor_type', 'actorType', 'text'],
-  ['actor_id', 'actorId', 'text'],
-  ['action', 'action', 'text'],
-  ['resource_type', 'resourceType', 'text'],
-  ['resource_id', 'resourceId', 'text'],
-  ['decision', 'decision', 'text'],
-  ['reason_code', 'reasonCode', 'text'],
-  ['before_state_ref', 'beforeStateRef', 'text'],
-  ['after_state_ref', 'afterStateRef', 'text'],
-  ['operation', 'operation', 'text'],
-  ['phase', 'phase', 'text'],
-  ['epoch', 'epoch', 'int'],
-  ['job_id', 'jobId', 'text'],
-  ['queue', 'queue', 'text'],
-  ['attempts_made', 'attemptsMade', 'int'],
-  ['attempts_started', 'attemptsStarted', 'int'],
-  ['stalled_counter', 'stalledCounter', 'int'],
-  ['details', 'details', 'jsonb'],
-  ['redaction', 'redaction', 'jsonb'],
-];
 
 export type WriteBatchResult = { inserted: number; duplicates: number; deadLettered: number };
 
@@ -79,7 +51,7 @@ export class AuditStore {
   private readonly table: string;
   private readonly deadLetter: string;
   private readonly insertSql: string;
-  /** The insert with `on conflict do nothing`: the fallback when the plain one meets a stored row (see the constructor). */
+  /** The insert with `on conflict do nothing`: the fallback when the plain one meets a stored row (see `auditInsertSql`). */
   private readonly absorbingSql: string;
   /** The oldest and newest time of a batch's events (to create the partitions they need). */
   private readonly rangeSql: string;
@@ -128,86 +100,9 @@ export class AuditStore {
     this.statistics = prepared ? new StatisticsRefresh(pool, `${s}.audit_event_ids`) : undefined;
     this.table = `${s}.audit_events`;
     this.deadLetter = `${s}.audit_dead_letter`;
-    const cols = COLUMNS.map(([c]) => c).join(', ');
-    const typed = COLUMNS.map(([, f, t]) => `"${f}" ${t}`).join(', ');
-    const ids = `${s}.audit_event_ids`;
-    const named = COLUMNS.map(([c, f]) => `${c === 'seq' ? `coalesce(x."${f}", 0)` : `x."${f}"`} as ${c}`).join(', ');
-    const picked = COLUMNS.map(([c]) => `c.${c}`).join(', ');
-    // One stored row per event id, kept by audit_event_ids (a partitioned table cannot hold a
-    // unique index on event_id alone; see migrations/0006). In one statement: `c`, one candidate
-    // per id of the batch (its earliest); `k`, what each candidate's id points at, if anything;
-    // `fresh`, the ids never seen, inserted; `lost`, ids whose stored row is gone (deleted, or its
-    // partition dropped), re-pointed at this candidate so the event is stored again. Ids already
-    // stored under any time write nothing. All sub-statements see the same snapshot.
-    //
-    // `lost` re-points an id only if its row is still the version `k` read (`xmin`): a writer
-    // that re-pointed it meanwhile has stored the event (under its own time), and this one then
-    // waits for it and skips, instead of storing a second row under another time.
-    //
-    // Both inserts are plain: `on conflict do nothing` writes every row as a speculative
-    // insertion, whose confirm record is 48 B of WAL a row, so only the ids `k` did not find are
-    // inserted. A conflict is then a race or a repair: a concurrent writer storing the same new
-    // id, or an event row stored that its id did not point to (an id deleted by hand). The
-    // statement fails whole (unique violation) and runs again as `absorbingSql`, the same with
-    // `on conflict do nothing`: the unique indexes arbitrate, and stored rows are skipped.
-    const insertSql = (absorbing: boolean) => `with x as (
-        select ${named} from jsonb_to_recordset($1::jsonb) as x(${typed})
-      ),
-      c as (select distinct on (event_id) * from x order by event_id, created_at),
-      k as (
-        select c.event_id, c.created_at, i.created_at as stored_at, i.xmin as stored_version
-        from c left join ${ids} i on i.event_id = c.event_id
-      ),
-      fresh as (
-        insert into ${ids} (event_id, created_at) select event_id, created_at from k where stored_at is null${
-          absorbing ? ' on conflict (event_id) do nothing' : ''
-        }
-        returning event_id, created_at
-      ),
-      lost as (
-        update ${ids} i set created_at = k.created_at from k
-        where k.stored_at is not null and i.event_id = k.event_id and i.xmin = k.stored_version
-          and not exists (select 1 from ${this.table} e where e.created_at = i.created_at and e.event_id = i.event_id)
-        returning i.event_id, i.created_at
-      ),
-      n as (
-        select c.*, ${chainDaySql('c.created_at')} as chain_day,
-          row_number() over (partition by ${chainDaySql('c.created_at')} order by c.created_at, c.event_id) as ord,
-          ${eventDigestSql('c')} as d
-        from c join (select * from fresh union all select * from lost) k using (event_id, created_at)${
-          // Absorbing, a row may be stored that its id did not point to: it is skipped here, so
-          // that the chain counts only what is inserted.
-          absorbing
-            ? ` where not exists (select 1 from ${this.table} e where e.created_at = c.created_at and e.event_id = c.event_id)`
-            : ''
-        }
-      ),
-      h as (
-        select day, seq, digest from ${s}.audit_chains
-        where slot = $2 and day in (select chain_day from n) order by day for update
-      ),
-      f as (
-        select r.chain_day, r.ord, ${s}.audit_chain(r.d) over (partition by r.chain_day order by r.ord) as link
-        from (select h.day as chain_day, 0::bigint as ord, h.digest as d from h
-              union all select chain_day, ord, d from n) r
-      ),
-      moved as (
-        update ${s}.audit_chains a set seq = a.seq + m.ord, digest = m.link
-        from (select distinct on (chain_day) chain_day, ord, link from f where ord > 0 order by chain_day, ord desc) m
-        where a.day = m.chain_day and a.slot = $2
-      )
-      insert into ${this.table} (${cols}, chain_slot, chain_seq, chain_digest)
-      select ${picked}, $2, case when h.day is null then ${s}.audit_chain_missing() else h.seq + c.ord end, f.link
-      from n c join f using (chain_day, ord) left join h on h.day = c.chain_day${absorbing ? ' on conflict do nothing' : ''}`;
-    this.insertSql = insertSql(false);
-    this.absorbingSql = insertSql(true);
-    // The heads of every slot of a batch's days, from a dropped day's anchor when there is one.
-    this.headsSql = `insert into ${s}.audit_chains (day, slot, seq, digest)
-      select d.day, g.slot, coalesce(a.seq, 0), coalesce(a.digest, ${GENESIS_SQL})
-      from (select distinct ${chainDaySql('x."createdAt"')} as day from jsonb_to_recordset($1::jsonb) as x("createdAt" timestamptz)) d
-      cross join generate_series(0, $2::int - 1) as g(slot)
-      left join ${s}.audit_chain_anchors a on a.day = d.day and a.slot = g.slot
-      on conflict (day, slot) do nothing`;
+    this.insertSql = auditInsertSql(s, false);
+    this.absorbingSql = auditInsertSql(s, true);
+    this.headsSql = chainHeadsSql(s);
     this.rangeSql = `select min(x."createdAt") as oldest, max(x."createdAt") as newest
       from jsonb_to_recordset($1::jsonb) as x("createdAt" timestamptz)`;
     this.schema = s;

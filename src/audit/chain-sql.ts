@@ -1,7 +1,8 @@
 /**
  * The audit trail's hash chains, in SQL. Every stored event carries `chain_digest`, the SHA-256 of
  * the previous event's digest in its chain followed by the digest of its own columns
- * ({@link eventDigestSql}), and `chain_seq`, its place in the chain. A chain is one UTC day of
+ * ({@link eventDigestSql}, under the version its `chain_v` records), and `chain_seq`, its place
+ * in the chain. A chain is one UTC day of
  * events (the partitions are whole days, so a dropped partition takes whole chains) and one of
  * the writers' slots (`chain_slot`): concurrent writers append to different chains instead of
  * queueing on one head. The head of each chain (`audit_chains`) is locked and moved by the same
@@ -21,15 +22,18 @@ export const GENESIS = Buffer.alloc(32);
 /** The chain day of a time column: its UTC date. */
 export const chainDaySql = (column: string) => `(${column} at time zone 'UTC')::date`;
 
-/**
- * The digest of one event's columns, `a` the row's alias: SHA-256 of a JSON array of every
- * column but the chain's own and `received_at`. jsonb's text form is canonical (key order,
- * spacing, numbers), and the time is whole microseconds since the epoch, so neither the session's
- * time zone nor its date style changes it.
- */
-export function eventDigestSql(a: string): string {
-  const cols = [
+/** The digests of an event's columns, by version (`chain_v`), oldest first. */
+export const CHAIN_DIGEST_VERSIONS = [1, 2] as const;
+export type ChainDigestVersion = (typeof CHAIN_DIGEST_VERSIONS)[number];
+
+/** The version the store writes: every new event is chained under it. */
+export const CHAIN_DIGEST_VERSION: ChainDigestVersion = 2;
+
+/** Every column an event's digest covers, `a` the row's alias: all but the chain's own and `received_at`. */
+function digestColumns(a: string): string {
+  return [
     `${a}.event_id`,
+    // Whole microseconds since the epoch: neither the session's time zone nor its date style changes it.
     `(extract(epoch from ${a}.created_at) * 1000000)::bigint`,
     ...[
       'seq',
@@ -56,9 +60,29 @@ export function eventDigestSql(a: string): string {
       'details',
       'redaction',
     ].map((c) => `${a}.${c}`),
-  ];
-  return `sha256(convert_to(jsonb_build_array(${cols.join(', ')})::text, 'UTF8'))`;
+  ].join(', ');
 }
+
+/**
+ * The digest of one event's columns under `version`, `a` the row's alias:
+ * - 1, the events chained before the digest's version was recorded (`chain_v` 1): SHA-256 of a
+ *   JSON array of the columns (jsonb's text form is canonical: key order, spacing, numbers);
+ * - 2: SHA-256 of the columns' record text, `row(…)::text`. Unambiguous (a field holding a comma,
+ *   a quote, a parenthesis or a space is quoted, a quote doubled; null is an empty field, an empty
+ *   string `""`) and independent of the session's settings: the time is an integer, the jsonb
+ *   columns their canonical text, the others text and integers. It builds no JSON value per event.
+ */
+export function eventDigestSql(a: string, version: ChainDigestVersion): string {
+  const text = version === 1 ? `jsonb_build_array(${digestColumns(a)})::text` : `row(${digestColumns(a)})::text`;
+  return `sha256(convert_to(${text}, 'UTF8'))`;
+}
+
+/**
+ * The digest of a stored event under the version its row records (`a.chain_v`); null under a
+ * version this code does not know, which `verify` reports as changed.
+ */
+export const storedDigestSql = (a: string) =>
+  `case ${a}.chain_v ${CHAIN_DIGEST_VERSIONS.map((v) => `when ${v} then ${eventDigestSql(a, v)}`).join(' ')} end`;
 
 /** Message of the error the store's statement raises when a chain's head row is missing. */
 export const CHAIN_HEAD_MISSING = 'audit chain head missing';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { checkSchema } from '../db/connection.js';
-import { chainDaySql, eventDigestSql, GENESIS } from './chain-sql.js';
+import { chainDaySql, GENESIS, storedDigestSql } from './chain-sql.js';
 import type { SqlRunner } from './partitions.js';
 
 /** The head of one chain: its day and slot, the place and digest of its last event. */
@@ -65,7 +65,8 @@ export async function exportChainHeads(db: SqlRunner, schema: string): Promise<C
   }));
 }
 
-type Row = { slot: number | null; seq: string | null; eventId: string; link: Buffer | null; d: Buffer };
+/** `d`: the event's digest under its row's version; null under a version this code does not know. */
+type Row = { slot: number | null; seq: string | null; eventId: string; link: Buffer | null; d: Buffer | null };
 
 /**
  * Walks every chain of the schema's audit trail (a day at a time, in chain order) and recomputes
@@ -107,7 +108,7 @@ export async function verifyAuditChains(
   for (const day of days) {
     const res = await db.query(
       `select e.chain_slot as slot, e.chain_seq as seq, e.event_id as "eventId", e.chain_digest as link,
-              ${eventDigestSql('e')} as d
+              ${storedDigestSql('e')} as d
        from ${s}.audit_events e
        where e.created_at >= ($1::timestamp at time zone 'UTC') and e.created_at < (($1::timestamp + interval '1 day') at time zone 'UTC')
        order by e.chain_slot nulls first, e.chain_seq, e.event_id`,
@@ -180,8 +181,8 @@ async function walk(
         message: `places ${prevSeq + 1}..${seq - 1} missing, before ${r.eventId}`,
       });
     }
-    const expected = sha256(prevDigest, r.d);
-    if (!r.link || !expected.equals(r.link)) {
+    const expected = r.d ? sha256(prevDigest, r.d) : undefined;
+    if (!r.link || !expected?.equals(r.link)) {
       problems.push({
         kind: 'changed',
         chain,
@@ -196,7 +197,7 @@ async function walk(
     }
     anchorAt.delete(seq);
     prevSeq = seq;
-    prevDigest = r.link ?? expected;
+    prevDigest = r.link ?? expected ?? prevDigest;
     prevId = r.eventId;
   }
   for (const a of anchorAt.values()) {

@@ -157,6 +157,14 @@ describe('migrate up, down and up again', () => {
     expect((await t.query(`select count(*)::int as n from ${schema}.${LEDGER}`)).rows[0]?.n).toBe(0);
   });
 
+  const auditColumns = async (schema: string) =>
+    (
+      await t.query(
+        `select column_name from information_schema.columns where table_schema = $1 and table_name = 'audit_events'`,
+        [schema],
+      )
+    ).rows.map((r) => r.column_name as string);
+
   it("'down' reverts only the last migration", async () => {
     const schema = extraSchema('down');
     await migrate({ connectionString: t.databaseUrl, schema });
@@ -165,9 +173,14 @@ describe('migrate up, down and up again', () => {
     expect(result.results).toEqual([down(last)]);
     expect(await migrationRows(schema)).toEqual(migrationNames.slice(0, -1).map((name) => ({ name, n: 1 })));
     expect(await tablesOf(schema)).toContain(LEDGER);
-    // 0013's 'down' (the last) took the hash chains' tables; then 0011's the intents table.
-    expect(last).toBe('0013-audit-chain');
+    // 0014's 'down' (the last) took the digest version's column; 0013's the hash chains' tables;
+    // then 0011's the intents table.
+    expect(last).toBe('0014-audit-chain-version');
+    expect(await auditColumns(schema)).not.toContain('chain_v');
+    expect(await auditColumns(schema)).toContain('chain_digest');
+    expect(await downTo(schema, '0013-audit-chain')).toEqual([down('0013-audit-chain')]);
     expect(await tablesOf(schema)).not.toContain('audit_chains');
+    expect(await auditColumns(schema)).not.toContain('chain_digest');
     expect(await downTo(schema, '0011-intents')).toEqual([down('0011-intents')]);
     expect(await tablesOf(schema)).not.toContain(INTENTS);
     expect(await downTo(schema, '0010-ledger-sweep-index')).toEqual([down('0010-ledger-sweep-index')]);

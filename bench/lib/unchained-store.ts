@@ -1,0 +1,22 @@
+/**
+ * Preloaded (`--import`) into the writer process by `bench:audit` when `BENCH_AUDIT_CHAIN=off`:
+ * the audit store then writes each batch with the same statement without the hash chain
+ * (`auditInsertSql(…, chained = false)`), so that one sitting measures what the chain costs.
+ * Never loaded outside the benchmark.
+ */
+import { AuditStore } from '../../src/audit/audit-store.js';
+import { auditInsertSql } from '../../src/audit/insert-statement.js';
+import { runStatement } from '../../src/db/prepared-statements.js';
+
+type StoreInside = {
+  pool: import('pg').Pool;
+  schema: string;
+  absorbingSql: string;
+  chained(name: string | undefined, text: string, json: string, slot: number): Promise<number>;
+};
+
+const proto = AuditStore.prototype as unknown as StoreInside;
+proto.chained = async function (this: StoreInside, name, text, json) {
+  const unchained = auditInsertSql(this.schema, text === this.absorbingSql, false);
+  return (await runStatement(this.pool, name, unchained, [json])).rowCount ?? 0;
+};

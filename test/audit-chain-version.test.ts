@@ -1,0 +1,109 @@
+import type pg from 'pg';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { migrate } from '../migrations/migrate.js';
+import { AuditStore } from '../src/audit/audit-store.js';
+import { CHAIN_DIGEST_VERSION } from '../src/audit/chain-sql.js';
+import { auditInsertSql } from '../src/audit/insert-statement.js';
+import { createAuditPartitions } from '../src/audit/partitions.js';
+import { verifyAuditChains } from '../src/audit/verify-chain.js';
+import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
+import { sampleAuditEvent } from './helpers/audit-sample.js';
+import { TestContext } from './helpers/context.js';
+
+const t = new TestContext('audit-chain-version');
+let pool: pg.Pool;
+const policy = defineRedactionPolicy({
+  version: 'chain-v-1',
+  hmacKeys: [{ id: 'k1', secret: 'an-audit-chain-version-test-key-of-32-bytes' }],
+});
+/** Events whose columns hold what a record's text form must quote: commas, quotes, parentheses, spaces, empty strings. */
+const event = (i: number) => ({
+  ...sampleAuditEvent('chain-version', String(i)),
+  reasonCode: i % 2 ? 'policy.ok' : undefined,
+  details: { note: i % 2 ? 'a "quoted", (odd) value' : '', n: i },
+});
+
+beforeAll(async () => {
+  await t.setup();
+  pool = t.pool(4);
+  // Back to before the chain (0014, then 0013 reverted), and events stored as they were then.
+  for (let i = 0; i < 2; i++) await migrate({ connectionString: t.databaseUrl, schema: t.schema, to: 'down' });
+  const columns = await t.query(
+    `select column_name from information_schema.columns where table_schema = $1 and table_name = 'audit_events'`,
+    [t.schema],
+  );
+  expect(columns.rows.map((r) => r.column_name)).not.toContain('chain_digest');
+  await createAuditPartitions(pool, t.schema, new Date(Date.now() - 86_400_000), new Date(Date.now() + 86_400_000));
+  const stored = await pool.query(auditInsertSql(t.schema, false, false), [
+    JSON.stringify(Array.from({ length: 6 }, (_, i) => event(i))),
+  ]);
+  expect(stored.rowCount).toBe(6);
+  // Then the library upgraded: 0013 chains them (digest version 1), 0014 records that version.
+  await migrate({ connectionString: t.databaseUrl, schema: t.schema });
+});
+afterAll(async () => {
+  await pool.end();
+  await t.teardown();
+});
+
+const verify = () => verifyAuditChains(pool, t.schema);
+const versions = async () =>
+  (
+    await t.query(
+      `select chain_slot as slot, chain_v as v, count(*)::int as n from ${t.schema}.audit_events group by 1, 2 order by 1, 2`,
+    )
+  ).rows;
+const eventOf = async (v: number) =>
+  (
+    await t.query(
+      `select event_id, reason_code from ${t.schema}.audit_events where chain_v = $1 order by chain_seq offset 2 limit 1`,
+      [v],
+    )
+  ).rows[0] as { event_id: string; reason_code: string | null };
+
+it('a chain written before the digest version was recorded verifies under version 1, and goes on under the current one', async () => {
+  expect(await versions()).toEqual([{ slot: 0, v: 1, n: 6 }]);
+  expect((await verify()).problems).toEqual([]);
+  const store = new AuditStore(pool, t.schema, policy, { chainSlots: 1 });
+  expect((await store.writeBatch(Array.from({ length: 5 }, (_, i) => event(10 + i)))).inserted).toBe(5);
+  await store.close();
+  // One chain, its first six events under version 1, the next five under the current version.
+  expect(await versions()).toEqual([
+    { slot: 0, v: 1, n: 6 },
+    { slot: 0, v: CHAIN_DIGEST_VERSION, n: 5 },
+  ]);
+  const r = await verify();
+  expect(r.problems).toEqual([]);
+  expect(r).toMatchObject({ ok: true, events: 11, chains: 1 });
+});
+
+it('a changed event is found under either version, and so is a changed version', async () => {
+  const changed = async (eventId: string) => {
+    const r = await verify();
+    expect(r.ok).toBe(false);
+    expect(r.problems[0]).toMatchObject({ kind: 'changed', eventId });
+  };
+  for (const v of [1, CHAIN_DIGEST_VERSION]) {
+    const e = await eventOf(v);
+    await t.query(`update ${t.schema}.audit_events set reason_code = 'policy.changed' where event_id = $1`, [
+      e.event_id,
+    ]);
+    await changed(e.event_id);
+    await t.query(`update ${t.schema}.audit_events set reason_code = $2 where event_id = $1`, [
+      e.event_id,
+      e.reason_code,
+    ]);
+    expect((await verify()).problems).toEqual([]);
+    // The row's version switched: its digest under the other version is not what was chained.
+    await t.query(`update ${t.schema}.audit_events set chain_v = $2 where event_id = $1`, [
+      e.event_id,
+      v === 1 ? CHAIN_DIGEST_VERSION : 1,
+    ]);
+    await changed(e.event_id);
+    // A version this code does not know.
+    await t.query(`update ${t.schema}.audit_events set chain_v = 99 where event_id = $1`, [e.event_id]);
+    await changed(e.event_id);
+    await t.query(`update ${t.schema}.audit_events set chain_v = $2 where event_id = $1`, [e.event_id, v]);
+    expect((await verify()).problems).toEqual([]);
+  }
+});
