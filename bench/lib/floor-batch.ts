@@ -1,6 +1,7 @@
 /**
  * The floors' statements: one multi-row statement per batch, coalesced by the library's own
- * micro-batcher with the ledger's defaults (at most 200 keys, 4 batches in flight), its requests in
+ * micro-batcher with the ledger's defaults (at most 200 keys; one batch in flight, up to 4 when one
+ * stalls), its requests in
  * key order, each a named (prepared) statement committed synchronously on `pool`. The write floor
  * (bench/wrapper.ts, bench/lib/postgres-backend-pair.ts) is two of them per job: the key inserted
  * before the effect, a flag set after it; no fingerprint, lease, epoch, replay or result.
