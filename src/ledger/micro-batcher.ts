@@ -9,8 +9,9 @@ export const DEFAULT_OVERLAP_AFTER_MS = 50;
  * With no batch in flight, a request waits at most until the next turn of the event loop. While
  * one is in flight, requests that arrive wait for it to return and go together in the next one:
  * batches grow with load, and a loaded server runs one statement where it would run several
- * small ones (on BullMQ's PostgreSQL backend, whose own statements share the server, fresh jobs
- * cost 0.7 ms less CPU each than with four small batches in flight). Only a batch in flight for
+ * small ones (on BullMQ's PostgreSQL backend, whose own statements share the server, the ledger
+ * ran 0.18 statements per fresh job instead of 0.36 with four small batches in flight, in one
+ * sitting on a heavily loaded machine). Only a batch in flight for
  * `overlapAfterMs` without any batch returning (a statement waiting on a lock, a slow server)
  * lets the next one start beside it, up to `maxInFlight`, so one slow statement does not hold up
  * every key behind it. A batch never holds two requests for one key (each key's outcome stays
