@@ -66,7 +66,10 @@ export class MicroBatcher<T extends { key: string }, R> {
     this.overlapTimer.unref();
   }
 
-  /** Starts a batch; more at once only while full batches leave requests waiting. */
+  /**
+   * Starts batches for every request waiting now: more than one only when a batch is full or a key
+   * repeats (a repeat goes in the next batch, at once, as many concurrent jobs of one key need).
+   */
   private flush(): void {
     while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
       const seen = new Set<string>();
@@ -97,7 +100,6 @@ export class MicroBatcher<T extends { key: string }, R> {
           this.progress++;
           this.schedule();
         });
-      if (batch.length < this.maxBatch) break;
     }
   }
 }
