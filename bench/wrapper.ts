@@ -68,9 +68,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { Session } from 'node:inspector/promises';
-import { join } from 'node:path';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -82,16 +80,17 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { migrate } from '../migrations/migrate.js';
 import { boundedKey } from '../src/keys/idempotency-key.js';
-import { MicroBatcher } from '../src/ledger/micro-batcher.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { ENVELOPE_FIELD, type JobEnvelope } from '../src/operation/envelope.js';
 import { relayIntents } from '../src/ops/intent-relay.js';
 import { defineKeyring } from '../src/sealing/keyring.js';
 import { sealResult } from '../src/sealing/sealed-result.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
+import { startProfile, stopProfile } from './lib/cpu-profile.js';
+import { batchedStatement, freshFloor, keyBatch, writeFloor } from './lib/floor-batch.js';
 import { jsonLine } from './lib/json-line.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
-import { reportPostgresPair, runPostgresPair } from './lib/postgres-backend-pair.js';
+import { pairVariants, reportPostgresPair, runPostgresPair } from './lib/postgres-backend-pair.js';
 import { type CpuSplit, cpuSnapshot, cpuSplit, perThousand } from './lib/proc-cpu.js';
 import { alternatingRounds, rotated } from './lib/rounds.js';
 import { median, perRoundRatios, round2 } from './lib/stats.js';
@@ -130,8 +129,6 @@ const POOL_SIZE = 10;
 /** A drain that makes no progress for this long has hung: fail rather than wait forever. */
 const STALL_MS = 60_000;
 const JOB_OPTS = { removeOnComplete: true, removeOnFail: true } as const;
-/** When set, each drain is CPU-profiled (V8 sampling profiler) into `<dir>/<variant>-<round>.cpuprofile`. */
-const PROFILE_DIR = process.env.BENCH_CPU_PROFILE;
 
 type JobData = { id: string; n: number };
 type Result = { ok: true; id: string };
@@ -262,25 +259,6 @@ class GcTimer {
 }
 
 type Drained = { seconds: number; peakRss: number; gcMs: number };
-
-/** The V8 profiler over one drain only (not the fill), when BENCH_CPU_PROFILE names a directory. */
-async function startProfile(): Promise<Session | undefined> {
-  if (!PROFILE_DIR) return undefined;
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.setSamplingInterval', { interval: 200 });
-  await session.post('Profiler.start');
-  return session;
-}
-
-async function stopProfile(session: Session | undefined, name: string): Promise<void> {
-  if (!session || !PROFILE_DIR) return;
-  const { profile } = await session.post('Profiler.stop');
-  session.disconnect();
-  mkdirSync(PROFILE_DIR, { recursive: true });
-  writeFileSync(join(PROFILE_DIR, `${name}.cpuprofile`), JSON.stringify(profile));
-}
 
 /**
  * Starts a worker on a full queue and waits for `count` 'completed' events. Throws when a job
@@ -710,58 +688,19 @@ function buildVariants(
   // two-column table; after it, one boolean set; both coalesced into multi-row statements by the
   // library's micro-batcher (so batched exactly as the ledger is), committed synchronously. No
   // fingerprint, lease, epoch, replay or result: a floor for the fresh path, not a ledger.
-  // One floor statement per batch, its requests in key order: `values` gives its parameters,
-  // `answer` each returned row's answer (by the row's key).
-  const batched = <Req extends { key: string }, A>(
-    name: string,
-    text: string,
-    values: (sorted: Req[]) => unknown[],
-    answer: (row: Record<string, unknown>) => A,
-  ) =>
-    new MicroBatcher<Req, A>(
-      async (reqs) => {
-        const sorted = [...reqs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-        const res = await naivePool.query({ name, text, values: values(sorted) });
-        return new Map(res.rows.map((row: Record<string, unknown>) => [row.key as string, answer(row)]));
-      },
-      200,
-      4,
-    );
-  const floorBatch = (name: string, text: string) =>
-    batched<{ key: string }, true>(
-      name,
-      text,
-      (sorted) => [sorted.map((r) => r.key)],
-      () => true,
-    );
-  const floorClaim = floorBatch(
-    'bench_floor_claim',
-    `insert into ${floorTable} (key) select k from unnest($1::text[]) k order by k on conflict do nothing returning key`,
-  );
-  const floorDone = floorBatch(
-    'bench_floor_done',
-    `update ${floorTable} t set done = true from unnest($1::text[]) k where t.key = k returning t.key`,
-  );
+  const { claim: floorClaim, done: floorDone } = writeFloor(naivePool, floorTable);
   // The read floor: a replay's least, the key read back with nothing else (no fingerprint, no result).
-  const floorRead = floorBatch(
+  const floorRead = keyBatch(
+    naivePool,
     'bench_floor_read',
     `select key from ${floorTable} where key = any($1::text[]) and done`,
   );
 
   // The fresh floor: the job's key inserted before the effect, its sealed result stored after it.
-  const freshFloorClaim = floorBatch(
-    'bench_fresh_floor_claim',
-    `insert into ${freshFloorTable} (key) select k from unnest($1::text[]) k order by k on conflict do nothing returning key`,
-  );
-  const freshFloorDone = batched<{ key: string; result: string }, true>(
-    'bench_fresh_floor_done',
-    `update ${freshFloorTable} t set result = u.r::jsonb from unnest($1::text[], $2::text[]) u(k, r)
-      where t.key = u.k returning t.key`,
-    (sorted) => [sorted.map((r) => r.key), sorted.map((r) => r.result)],
-    () => true,
-  );
+  const { claim: freshFloorClaim, done: freshFloorDone } = freshFloor(naivePool, freshFloorTable);
   // The replay floor: the stored result of the key the job carries, read with nothing else.
-  const storedResult = batched<{ key: string }, unknown>(
+  const storedResult = batchedStatement<{ key: string }, unknown>(
+    naivePool,
     'bench_replay_floor',
     `select key, result from ${ledger.schema}.idempotency_ledger where key = any($1::text[])`,
     (sorted) => [sorted.map((r) => r.key)],
@@ -1145,13 +1084,15 @@ async function main(): Promise<void> {
         databaseUrl,
         ledger,
         keyring: BENCH_KEYRING,
+        floorPool: naivePool,
+        statements: () => pgStatements,
         jobs: PG_JOBS,
         rounds: ROUNDS,
         concurrency: CONCURRENCY,
+        only: pairVariants(process.env.BENCH_PG_ONLY),
         log: (line) => console.error(line),
       });
       const reported = reportPostgresPair(measured);
-      for (const line of reported.lines) console.log(line);
       pair = reported.json;
     }
     jsonLine('wrapper', {

@@ -15,10 +15,12 @@ export type LedgerOptions = PostgresOptions & {
   clockOffsetMs?: number;
   /**
    * Coalesce concurrent claims and completions into multi-row statements (see MicroBatcher).
-   * Each key's outcome is the same as with single statements.
-   * @defaultValue `{ maxBatch: 200, maxInFlight: 4 }`; `false` sends one statement per call
+   * Each key's outcome is the same as with single statements. One batch of each kind is in
+   * flight at a time; the next starts beside it, up to `maxInFlight`, only when none has
+   * returned for `overlapAfterMs`.
+   * @defaultValue `{ maxBatch: 200, maxInFlight: 4, overlapAfterMs: 50 }`; `false` sends one statement per call
    */
-  batching?: false | { maxBatch?: number; maxInFlight?: number };
+  batching?: false | { maxBatch?: number; maxInFlight?: number; overlapAfterMs?: number };
   /**
    * Run the ledger's statements as named prepared statements, parsed and planned once per
    * connection. Set `false` behind a pooler that shares server connections between clients:

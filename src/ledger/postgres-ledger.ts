@@ -32,7 +32,7 @@ import {
   type SweepPage,
 } from './ledger-options.js';
 import { toRecord } from './ledger-record.js';
-import { MicroBatcher } from './micro-batcher.js';
+import { DEFAULT_OVERLAP_AFTER_MS, MicroBatcher } from './micro-batcher.js';
 import type { ClaimAnswerRow } from './sql/claim.js';
 import type { Completion } from './sql/complete.js';
 import type { RowOf } from './sql/index.js';
@@ -114,8 +114,9 @@ export class PostgresLedger {
     if (options.batching !== false) {
       const maxBatch = options.batching?.maxBatch ?? 200;
       const maxInFlight = options.batching?.maxInFlight ?? 4;
-      this.claimBatcher = new MicroBatcher((rows) => this.claimer.claimBatch(rows), maxBatch, maxInFlight);
-      this.completeBatcher = new MicroBatcher((rows) => this.completeBatch(rows), maxBatch, maxInFlight);
+      const overlap = options.batching?.overlapAfterMs ?? DEFAULT_OVERLAP_AFTER_MS;
+      this.claimBatcher = new MicroBatcher((rows) => this.claimer.claimBatch(rows), maxBatch, maxInFlight, overlap);
+      this.completeBatcher = new MicroBatcher((rows) => this.completeBatch(rows), maxBatch, maxInFlight, overlap);
     }
     if (!(maxResultBytes > 0)) {
       throw new IdempotencyConfigError('maxResultBytes must be > 0', { option: 'maxResultBytes' });

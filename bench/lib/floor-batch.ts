@@ -1,0 +1,78 @@
+/**
+ * The floors' statements: one multi-row statement per batch, coalesced by the library's own
+ * micro-batcher with the ledger's defaults (at most 200 keys; one batch in flight, up to 4 when one
+ * stalls), its requests in
+ * key order, each a named (prepared) statement committed synchronously on `pool`. The write floor
+ * (bench/wrapper.ts, bench/lib/postgres-backend-pair.ts) is two of them per job: the key inserted
+ * before the effect, a flag set after it; no fingerprint, lease, epoch, replay or result.
+ */
+import type pg from 'pg';
+import { MicroBatcher } from '../../src/ledger/micro-batcher.js';
+
+/** The ledger's batching defaults (PostgresLedger: `batching.maxBatch`, `batching.maxInFlight`). */
+const MAX_BATCH = 200;
+const MAX_IN_FLIGHT = 4;
+
+/** One statement per batch: `values` gives its parameters, `answer` each returned row's answer (by the row's key). */
+export function batchedStatement<Req extends { key: string }, A>(
+  pool: pg.Pool,
+  name: string,
+  text: string,
+  values: (sorted: Req[]) => unknown[],
+  answer: (row: Record<string, unknown>) => A,
+): MicroBatcher<Req, A> {
+  return new MicroBatcher<Req, A>(
+    async (reqs) => {
+      const sorted = [...reqs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      const res = await pool.query({ name, text, values: values(sorted) });
+      return new Map(res.rows.map((row: Record<string, unknown>) => [row.key as string, answer(row)]));
+    },
+    MAX_BATCH,
+    MAX_IN_FLIGHT,
+  );
+}
+
+/** A statement over a batch of keys (`$1::text[]`) whose returned keys answer `true`. */
+export const keyBatch = (pool: pg.Pool, name: string, text: string): MicroBatcher<{ key: string }, true> =>
+  batchedStatement<{ key: string }, true>(
+    pool,
+    name,
+    text,
+    (sorted) => [sorted.map((r) => r.key)],
+    () => true,
+  );
+
+/** A floor's claim: the batch's keys inserted into `table`; a key already there answers nothing. */
+const floorClaim = (pool: pg.Pool, name: string, table: string) =>
+  keyBatch(
+    pool,
+    name,
+    `insert into ${table} (key) select k from unnest($1::text[]) k order by k on conflict do nothing returning key`,
+  );
+
+/** The write floor on `table` (`key text primary key, done boolean not null default false`). */
+export function writeFloor(pool: pg.Pool, table: string, prefix = 'bench_floor') {
+  return {
+    claim: floorClaim(pool, `${prefix}_claim`, table),
+    done: keyBatch(
+      pool,
+      `${prefix}_done`,
+      `update ${table} t set done = true from unnest($1::text[]) k where t.key = k returning t.key`,
+    ),
+  };
+}
+
+/** The fresh floor on `table` (`key text primary key, result jsonb`): the key inserted, then its (sealed) result stored. */
+export function freshFloor(pool: pg.Pool, table: string, prefix = 'bench_fresh_floor') {
+  return {
+    claim: floorClaim(pool, `${prefix}_claim`, table),
+    done: batchedStatement<{ key: string; result: string }, true>(
+      pool,
+      `${prefix}_done`,
+      `update ${table} t set result = u.r::jsonb from unnest($1::text[], $2::text[]) u(k, r)
+      where t.key = u.k returning t.key`,
+      (sorted) => [sorted.map((r) => r.key), sorted.map((r) => r.result)],
+      () => true,
+    ),
+  };
+}
