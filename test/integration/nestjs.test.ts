@@ -16,7 +16,7 @@ import { NestFactory } from '@nestjs/core';
 import type { Job, Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isIdempotencyError } from '../../src/errors/idempotency-error.js';
-import { createIdempotency, type Idempotency } from '../../src/runtime/create-idempotency.js';
+import type { Idempotency } from '../../src/runtime/create-idempotency.js';
 import type { IdempotentBullProcessor } from '../../src/runtime/runtime-types.js';
 import { originalError } from '../../src/sealing/original-error.js';
 import { unseal } from '../../src/sealing/sealed-result.js';

@@ -1,14 +1,14 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { migrate } from '../migrations/migrate.js';
-import { AuditStore } from '../src/audit/audit-store.js';
-import { CHAIN_DIGEST_VERSION } from '../src/audit/chain-sql.js';
-import { auditInsertSql } from '../src/audit/insert-statement.js';
-import { createAuditPartitions } from '../src/audit/partitions.js';
-import { verifyAuditChains } from '../src/audit/verify-chain.js';
-import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
-import { sampleAuditEvent } from './helpers/audit-sample.js';
-import { TestContext } from './helpers/context.js';
+import { migrate } from '../../migrations/migrate.js';
+import { AuditStore } from '../../src/audit/audit-store.js';
+import { CHAIN_DIGEST_VERSION } from '../../src/audit/chain-sql.js';
+import { auditInsertSql } from '../../src/audit/insert-statement.js';
+import { createAuditPartitions } from '../../src/audit/partitions.js';
+import { verifyAuditChains } from '../../src/audit/verify-chain.js';
+import { defineRedactionPolicy } from '../../src/redaction/define-policy.js';
+import { sampleAuditEvent } from '../helpers/audit-sample.js';
+import { TestContext } from '../helpers/context.js';
 
 const t = new TestContext('audit-chain-version');
 let pool: pg.Pool;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MicroBatcher } from '../src/ledger/micro-batcher.js';
+import { MicroBatcher } from '../../src/ledger/micro-batcher.js';
 
 /** A batch function whose batches return only when released, recording each batch's keys. */
 function gated() {
