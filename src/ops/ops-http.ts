@@ -10,6 +10,7 @@ import { sweeperScheduled } from '../jobs/ledger-sweeper.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import type { OperationsMetrics } from '../observability/operations-metrics.js';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
+import { queueRedis } from '../shared/bullmq.js';
 import { healthRoutes } from './health-routes.js';
 import { type HttpRoute, OpsHttpServer } from './http-server.js';
 import { relayScheduled } from './intent-relay-worker.js';
@@ -120,6 +121,6 @@ export function opsHttpServer(p: OpsHttpParts): OpsHttpServer {
  * count of waiting jobs (one query) on BullMQ's PostgreSQL backend.
  */
 async function pingQueues(queue: Queue): Promise<unknown> {
-  const client = await (queue.backend as { client?: Promise<{ llen(key: string): Promise<number> }> }).client;
+  const client = await queueRedis(queue);
   return client ? client.llen(queue.toKey('wait')) : queue.getJobCountByTypes('waiting');
 }
