@@ -48,7 +48,7 @@ import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { sweepLedger } from '../src/jobs/ledger-sweeper.js';
 import type { IdempotencyKey } from '../src/keys/idempotency-key.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
-import { jobIdFor } from '../src/producer/enqueue.js';
+import { jobIdFor } from '../src/operation/enqueue.js';
 import { PrivatePostgres } from '../test/helpers/private-postgres.js';
 import { drive } from './lib/drive.js';
 import { jsonLine } from './lib/json-line.js';

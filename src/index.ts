@@ -56,6 +56,7 @@ export {
 } from './errors/processor-errors.js';
 export type { PostgresLedger } from './ledger/postgres-ledger.js';
 export type { IdempotencyObserver } from './observability/observer.js';
+export { defineOperation } from './operation/define-operation.js';
 export type { Duration } from './operation/duration.js';
 export type { AbsorbedState, EnqueueOptions, EnqueueResult } from './operation/enqueue-types.js';
 export type {
@@ -64,9 +65,8 @@ export type {
   ReconcileContext,
   ReconcileOutcome,
 } from './operation/operation.js';
+export type { RerunOutcome } from './operation/rerun.js';
 export type { WorkerTiming } from './operation/retry-window.js';
-export { defineOperation } from './producer/define-operation.js';
-export type { RerunOutcome } from './producer/rerun.js';
 export type { RedactionPolicy } from './redaction/define-policy.js';
 export type { RedactionPolicyInput } from './redaction/policy-schema.js';
 export { createIdempotency, type Idempotency } from './runtime/create-idempotency.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineOperation } from '../../src/producer/define-operation.js';
+import { defineOperation } from '../../src/operation/define-operation.js';
 
 /** The operation bench/wrapper.ts enqueues and its worker processes (in process or in bench/lib/worker-child.ts). */
 export const benchOperation = defineOperation({

@@ -41,6 +41,8 @@ export {
   type LedgerOptions,
   PostgresLedger,
 } from '../ledger/postgres-ledger.js';
+export { jobIdFor } from '../operation/enqueue.js';
+export { type RerunOptions, type RerunOutcome, rerun } from '../operation/rerun.js';
 export { type ResolvingOperation, resolvedResult } from '../operation/resolved-result.js';
 export {
   type RetryJobOptions,
@@ -58,8 +60,6 @@ export {
   type RelayOptions,
   relayIntents,
 } from '../ops/intent-relay.js';
-export { jobIdFor } from '../producer/enqueue.js';
-export { type RerunOptions, type RerunOutcome, rerun } from '../producer/rerun.js';
 export { openRecordedError, type SealedErrorText } from '../sealing/sealed-error.js';
 export { isSealedResult, SEALED_FIELD } from '../sealing/sealed-result.js';
 export type * from '../types.js';

@@ -5,7 +5,7 @@ import type { IdempotencyKey } from '../keys/idempotency-key.js';
 import type { Keyring } from '../sealing/keyring.js';
 import type { WorkerTiming } from './retry-window.js';
 
-// What an operation's `enqueue` takes and returns; the producer (src/producer/enqueue.ts) does the work.
+// What an operation's `enqueue` takes and returns; the producer (enqueue.ts, beside it) does the work.
 
 export type EnqueueOptions = {
   /** The intended operation's identity, e.g. `task:42`; defaults to the operation's `resourceKey(input)`. */

@@ -117,7 +117,7 @@ export type Operation<S extends z.ZodType = z.ZodType, R = unknown, P extends st
   enqueueBulk(queue: Queue, items: { input: z.input<S>; options?: EnqueueOptions }[]): Promise<EnqueueResult[]>;
 };
 
-/** An operation but its producer helpers, which `defineOperation` (src/producer) adds. */
+/** An operation but its producer helpers, which `defineOperation` (define-operation.ts, beside it) adds. */
 export type OperationCore<S extends z.ZodType = z.ZodType, R = unknown, P extends string = string> = Omit<
   Operation<S, R, P>,
   'enqueue' | 'enqueueBulk'

@@ -2,9 +2,9 @@ import { invalidateKey, type OperatorActionResult, resolveKey } from '../audit/o
 import { IdempotencyConfigError, IllegalTransitionError } from '../errors/errors.js';
 import { toKey } from '../ledger/claim-rows.js';
 import type { KeyLike, LedgerStatus } from '../ledger/types.js';
+import { jobIdFor } from '../operation/enqueue.js';
+import { type RerunOutcome, rerun } from '../operation/rerun.js';
 import { resolvedResult } from '../operation/resolved-result.js';
-import { jobIdFor } from '../producer/enqueue.js';
-import { type RerunOutcome, rerun } from '../producer/rerun.js';
 import type { RuntimeParts } from './runtime-parts.js';
 import type { OperatorOptions, RuntimeResolveOutcome } from './runtime-types.js';
 

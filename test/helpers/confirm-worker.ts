@@ -16,7 +16,7 @@ import { auditRedactor } from '../../src/audit/redact-event.js';
 import { ConfirmationDeniedError } from '../../src/confirm/errors.js';
 import { RetryableError } from '../../src/errors/processor-errors.js';
 import { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
-import { defineOperation } from '../../src/producer/define-operation.js';
+import { defineOperation } from '../../src/operation/define-operation.js';
 import { DEFAULT_REDACTION_POLICY } from '../../src/redaction/define-policy.js';
 import { postEffect } from '../../src/testing/client.js';
 import type { ProcessorContext } from '../../src/worker/types.js';

@@ -11,7 +11,7 @@ import { auditRedactor } from '../../src/audit/redact-event.js';
 import { RetryableError } from '../../src/errors/processor-errors.js';
 import { boundedKey, canonicalKey, type IdempotencyKey } from '../../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
-import { jobIdFor } from '../../src/producer/enqueue.js';
+import { jobIdFor } from '../../src/operation/enqueue.js';
 import { recogniseSummary } from '../../src/redaction/content-summary.js';
 import { defineRedactionPolicy } from '../../src/redaction/define-policy.js';
 import { HmacKeyring } from '../../src/redaction/hmac-keyring.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
+import { jobIdFor } from '../../src/operation/enqueue.js';
 import { ENVELOPE_FIELD } from '../../src/operation/envelope.js';
-import { jobIdFor } from '../../src/producer/enqueue.js';
 import { withIdempotency } from '../../src/worker/with-idempotency.js';
 import { orderOperation } from '../fixtures/operations.js';
 import { bull, settled } from '../helpers/bullmq.js';

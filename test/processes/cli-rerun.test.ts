@@ -8,7 +8,7 @@ import { TerminalError } from '../../src/errors/processor-errors.js';
 import { DEFAULT_BACKFILL_QUEUE } from '../../src/jobs/audit-backfill.js';
 import { boundedKey } from '../../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
-import { rerun } from '../../src/producer/rerun.js';
+import { rerun } from '../../src/operation/rerun.js';
 import { type CommitCountingServer, postEffect, startCommitCounter } from '../../src/testing/index.js';
 import { withIdempotency } from '../../src/worker/with-idempotency.js';
 import { orderOperation } from '../fixtures/operations.js';

@@ -22,7 +22,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['sealing', 'audit', 'scanners/pino'],
   ['intents', '../migrations'],
   ['operation'],
-  ['producer', 'config', 'confirm'],
+  ['config', 'confirm'],
   ['jobs', 'observability', 'console'],
   ['worker', 'ops'],
   ['cli', 'runtime'],

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { IdempotencyConfigError } from '../../src/errors/errors.js';
-import { defineOperation } from '../../src/producer/define-operation.js';
+import { defineOperation } from '../../src/operation/define-operation.js';
 
 /**
  * The fields an operation declares sealed (`sensitiveInput`) or public (`publicResult`) are fields

@@ -81,12 +81,12 @@ async function rerunTarget(ctx: CliContext, record: LedgerRecord, queueOption: s
   if (!name) {
     throw usageError(`the record of ${record.key} names no queue (it was claimed outside BullMQ): give --queue <name>`);
   }
-  const { jobIdFor } = await import('../../producer/enqueue.js');
+  const { jobIdFor } = await import('../../operation/enqueue.js');
   return { queue: await ctx.queue(name), jobId: record.jobId ?? jobIdFor(record.key) };
 }
 
 async function rerunJob(key: string, target: Awaited<ReturnType<typeof rerunTarget>>) {
-  const { rerun } = await import('../../producer/rerun.js');
+  const { rerun } = await import('../../operation/rerun.js');
   try {
     return await rerun(target.queue, key, { jobId: target.jobId });
   } catch (err) {

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
-import { type Operation, type OperationDefinition, operationCore } from '../operation/operation.js';
 import { enqueue, enqueueBulk } from './enqueue.js';
+import { type Operation, type OperationDefinition, operationCore } from './operation.js';
 
 /** Declares a side-effecting operation. Validates the declaration at once. */
 export function defineOperation<S extends z.ZodType, R = unknown, const P extends readonly (keyof R & string)[] = []>(

@@ -5,11 +5,11 @@ import { sha256 } from '../fingerprint/sha256.js';
 import { intentExecutor } from '../intents/executor.js';
 import { type IntentRow, recordIntents } from '../intents/intent-store.js';
 import { boundedKey, type IdempotencyKey } from '../keys/idempotency-key.js';
-import type { AbsorbedState, DurableIntentOptions, EnqueueOptions, EnqueueResult } from '../operation/enqueue-types.js';
-import { ENVELOPE_FIELD, type JobEnvelope } from '../operation/envelope.js';
-import { assertRetentionCovers, type RetryWindowOptions, retryWindowMs } from '../operation/retry-window.js';
 import { sealInput } from '../sealing/sealed-input.js';
 import { queueRedis } from '../shared/bullmq.js';
+import type { AbsorbedState, DurableIntentOptions, EnqueueOptions, EnqueueResult } from './enqueue-types.js';
+import { ENVELOPE_FIELD, type JobEnvelope } from './envelope.js';
+import { assertRetentionCovers, type RetryWindowOptions, retryWindowMs } from './retry-window.js';
 
 /**
  * What the producer needs of an operation (a defined `Operation` is one): its name, how to
