@@ -73,13 +73,18 @@ async function pendingBatches(
     }
   }
   return {
-    counts: {
-      waiting: counts.waiting ?? 0,
-      delayed: counts.delayed ?? 0,
-      active: counts.active ?? 0,
-      failed: counts.failed ?? 0,
-    },
+    counts: queueCounts(counts),
     oldestTimestamp,
+  };
+}
+
+/** BullMQ's counts of the four states a batch not yet written can be in, 0 where it gave none. */
+function queueCounts(counts: Record<string, number | undefined>): AuditQueueCounts {
+  return {
+    waiting: counts.waiting ?? 0,
+    delayed: counts.delayed ?? 0,
+    active: counts.active ?? 0,
+    failed: counts.failed ?? 0,
   };
 }
 
@@ -100,12 +105,7 @@ async function pendingBatchesOfBackend(
     .map((job) => job?.timestamp)
     .filter((t): t is number => Number.isFinite(t));
   return {
-    counts: {
-      waiting: counts.waiting ?? 0,
-      delayed: counts.delayed ?? 0,
-      active: counts.active ?? 0,
-      failed: counts.failed ?? 0,
-    },
+    counts: queueCounts(counts),
     oldestTimestamp: stamps.length > 0 ? Math.min(...stamps) : undefined,
   };
 }
