@@ -61,7 +61,7 @@ export function runTs(
   script: string,
   args: string[],
   env: NodeJS.ProcessEnv,
-  timeoutMs = 30_000,
+  timeoutMs = 60_000,
 ): Promise<Finished & { ms: number }> {
   const started = Date.now();
   const child = spawnTs(script, args, env);

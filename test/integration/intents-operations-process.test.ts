@@ -75,9 +75,14 @@ describe('the operations process relays intents', () => {
 
       const schedule = proc.schedules.relay;
       await wipePrefix(t);
+      const recreatedBefore = schedule.recreated;
       const lost = await stats();
-      expect(lost.schedules).toMatchObject({ relay: false });
-      expect(renderStats(lost)).toMatch(/^ {2}intent relay\s+MISSING from Redis/m);
+      // The process checks its schedule every interval: on a slow machine it may have put it back
+      // before `stats` looked. Seen missing whenever it was not re-created meanwhile.
+      if (schedule.recreated === recreatedBefore) {
+        expect(lost.schedules).toMatchObject({ relay: false });
+        expect(renderStats(lost)).toMatch(/^ {2}intent relay\s+MISSING from Redis/m);
+      }
       const ready = await fetch(`${base}/readyz`);
       if (schedule.recreated === 0) {
         expect(ready.status).toBe(503);

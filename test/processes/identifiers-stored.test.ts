@@ -309,7 +309,7 @@ describe('through the workers, the ledger, confirmations, logs, metrics and the 
     expect(shown.stdout).toContain(identifierAsStored('taskId', secretTask.s.value, policy));
     const listed = await cli(['confirmations', 'list', '--json']);
     for (const s of secret.map((x) => x.s)) expect(listed.stdout).not.toContain(s.needle);
-  }, 120_000);
+  }, 300_000);
 });
 
 describe('stats', () => {
