@@ -269,6 +269,14 @@ export class AuditStore {
   }
 
   /**
+   * The forms an identifier may be stored in under this store's policy: in clear, and its keyed
+   * refs under every key of the policy's keyring.
+   */
+  storedForms(value: string): string[] {
+    return [value, ...engineOf(this.policy).keyring.identifierRefs(value)];
+  }
+
+  /**
    * Events of a task, or of an operation key (with its steps), in causal order. A task id or key
    * that does not match its grammar was stored as its keyed ref: it is looked up by its refs
    * under every key of this store's policy too (so give the store the emitters' policy).
@@ -280,7 +288,7 @@ export class AuditStore {
     const value = byTask ? query.taskId : query.operationKey;
     // Both the value and its refs: a value kept in clear now (a ULID, a declared format) may have
     // been stored as its ref by an earlier version or under another policy.
-    const values = [value, ...engineOf(this.policy).keyring.identifierRefs(value)];
+    const values = this.storedForms(value);
     const res = await this.pool.query(
       `select ${select} from ${this.table} where ${byTask ? 'task_id' : 'operation_id'} = any($1::text[]) ${order}`,
       [values],

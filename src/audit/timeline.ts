@@ -1,3 +1,4 @@
+import { listRecords } from '../ledger/list-records.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
 import { TRANSITION_NAMES, TRANSITIONS } from '../ledger/transitions.js';
 import type { LedgerRecord } from '../ledger/types.js';
@@ -197,6 +198,9 @@ export function renderTimeline(t: Timeline): string {
   return lines.join('\n');
 }
 
+/** The ledger rows of one task a timeline reads at most (beside those its events name). */
+const TASK_KEYS_MAX = 1_000;
+
 /**
  * The ordered story of a task (`{ taskId }`) or of one operation (`{ operationKey }`, the
  * bounded key): attempts, takeovers, replays, decisions and the final ledger states.
@@ -213,6 +217,15 @@ export async function timeline(
   const keys = new Set<string>();
   for (const e of events) if (e.resourceType === 'idempotency_key') keys.add(e.resourceId);
   if ('operationKey' in query) keys.add(query.operationKey);
+  else {
+    // A key whose resource part is not an identifier's shape (a phone number, a random token) is
+    // in its events as its ref: the task's ledger rows name the keys themselves.
+    const rows = await listRecords(deps.ledger.pool, deps.ledger.schema, {
+      taskIds: deps.store.storedForms(query.taskId),
+      limit: TASK_KEYS_MAX,
+    });
+    for (const r of rows) keys.add(r.key);
+  }
   const records: LedgerRecord[] = [];
   for (const k of keys) {
     const r = await deps.ledger.get(k);
