@@ -4,7 +4,7 @@ import {
   isBuiltinIdentifier,
   NO_DECLARED_FORMATS,
 } from '../redaction/identifier-formats.js';
-import { secretNameKind } from '../redaction/secret-words.js';
+import { secretNameKind } from '../scanners/index.js';
 import { CAPITALS_RUN, hasIdentifierStructure, hasRandomCase, SHORT_WORD_RANDOM_MIN } from './identifier-structure.js';
 import { looksLikePersonalNumber } from './personal-number.js';
 
