@@ -12,6 +12,7 @@ import { ledgerSweepIndexMigration } from './0010-ledger-sweep-index.js';
 import { intentsMigration } from './0011-intents.js';
 import { auditChainMigration } from './0013-audit-chain.js';
 import { auditChainVersionMigration } from './0014-audit-chain-version.js';
+import { auditChainSeededMigration } from './0015-audit-chain-seeded.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -29,5 +30,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0011-intents': intentsMigration(schema),
     '0013-audit-chain': auditChainMigration(schema),
     '0014-audit-chain-version': auditChainVersionMigration(schema),
+    '0015-audit-chain-seeded': auditChainSeededMigration(schema),
   };
 }

@@ -13,6 +13,7 @@ import { CHAIN_HEAD_MISSING } from './chain-sql.js';
 import { isAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventReason } from './dead-letter-reason.js';
+import { eventColumnsDigest } from './event-digest.js';
 import { isIdentifier } from './identifier-grammar.js';
 import { auditInsertSql, COLUMNS, chainHeadsSql } from './insert-statement.js';
 import { createAuditPartitions } from './partitions.js';
@@ -142,7 +143,7 @@ export class AuditStore {
     let inserted = 0;
     if (valid.length > 0) {
       try {
-        inserted = await this.insert(asIs ? (json as string) : JSON.stringify(valid));
+        inserted = await this.insert(asIs ? (json as string) : JSON.stringify(valid), this.digests(valid));
       } catch (err) {
         if (!isDataError(err)) throw err; // Postgres unreachable and the like: BullMQ retries the batch
         // An event Postgres cannot store (a NUL character, a lone surrogate in a JSON string...)
@@ -169,22 +170,30 @@ export class AuditStore {
     return { inserted, duplicates: valid.length - inserted - refused(invalid), deadLettered: invalid.length };
   }
 
-  private async insert(json: string): Promise<number> {
-    const inserted = await this.insertOnce(json);
+  /** The inner digests of a batch's events (event-digest.ts), 32 bytes each, in order: the store's statement completes them. */
+  private digests(events: readonly AuditEvent[]): Buffer {
+    const out = Buffer.allocUnsafe(32 * events.length);
+    for (let i = 0; i < events.length; i++) eventColumnsDigest(events[i] as AuditEvent).copy(out, 32 * i);
+    return out;
+  }
+
+  /** `digests`: the inner digest of each event's columns, in the batch's order (see event-digest.ts). */
+  private async insert(json: string, digests: Buffer): Promise<number> {
+    const inserted = await this.insertOnce(json, digests);
     this.statistics?.add(inserted);
     return inserted;
   }
 
-  private async insertOnce(json: string): Promise<number> {
+  private async insertOnce(json: string, digests: Buffer): Promise<number> {
     try {
-      return await this.run(json);
+      return await this.run(json, digests);
     } catch (err) {
       if (!isMissingPartition(err)) throw err;
       // An event's time has no partition yet (ahead of those the operations process made, or
       // older than all of them): made now, then the batch again.
       const { oldest, newest } = (await this.pool.query(this.rangeSql, [json])).rows[0];
       await createAuditPartitions(this.pool, this.schema, new Date(oldest), new Date(new Date(newest).getTime() + 1));
-      return await this.run(json);
+      return await this.run(json, digests);
     }
   }
 
@@ -192,15 +201,15 @@ export class AuditStore {
    * The plain insert; on a stored row's conflict (nothing of the batch written), the absorbing one.
    * Each runs on a chain slot of its own while it runs (see `chainSlots`).
    */
-  private async run(json: string): Promise<number> {
+  private async run(json: string, digests: Buffer): Promise<number> {
     const slot = this.freeSlots.pop() ?? this.nextShared++ % this.chainSlots;
     try {
       try {
-        return await this.chained(this.insertName, this.insertSql, json, slot);
+        return await this.chained(this.insertName, this.insertSql, json, slot, digests);
       } catch (err) {
         if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err;
         this.absorbed++;
-        return await this.chained(this.absorbingName, this.absorbingSql, json, slot);
+        return await this.chained(this.absorbingName, this.absorbingSql, json, slot, digests);
       }
     } finally {
       if (slot < this.chainSlots && !this.freeSlots.includes(slot)) this.freeSlots.push(slot);
@@ -208,20 +217,26 @@ export class AuditStore {
   }
 
   /** One insert on chain `slot`; when a day of the batch has no chain heads yet, they are made and it runs again. */
-  private async chained(name: string | undefined, text: string, json: string, slot: number): Promise<number> {
+  private async chained(
+    name: string | undefined,
+    text: string,
+    json: string,
+    slot: number,
+    digests: Buffer,
+  ): Promise<number> {
     try {
-      return (await runStatement(this.pool, name, text, [json, slot])).rowCount ?? 0;
+      return (await runStatement(this.pool, name, text, [json, slot, digests])).rowCount ?? 0;
     } catch (err) {
       if (!isChainHeadMissing(err)) throw err;
       await this.pool.query(this.headsSql, [json, this.chainSlots]);
-      return (await runStatement(this.pool, name, text, [json, slot])).rowCount ?? 0;
+      return (await runStatement(this.pool, name, text, [json, slot, digests])).rowCount ?? 0;
     }
   }
 
   /** Inserts what Postgres accepts, halving on each refusal; a single refused event is dead-lettered. */
   private async insertSplitting(events: AuditEvent[], invalid: DeadLetter[]): Promise<number> {
     try {
-      return await this.insert(JSON.stringify(events));
+      return await this.insert(JSON.stringify(events), this.digests(events));
     } catch (err) {
       if (!isDataError(err)) throw err;
       if (events.length === 1) {

@@ -1,5 +1,5 @@
 import type { AuditEvent } from './audit-event.js';
-import { CHAIN_DIGEST_VERSION, chainDaySql, eventDigestSql, GENESIS_SQL } from './chain-sql.js';
+import { CHAIN_DIGEST_VERSION, chainDaySql, GENESIS_SQL, microsTextSql } from './chain-sql.js';
 
 /** Columns of audit_events and the camelCase field each comes from, with its type in a batch. */
 export const COLUMNS: [string, keyof AuditEvent, string][] = [
@@ -32,7 +32,9 @@ export const COLUMNS: [string, keyof AuditEvent, string][] = [
 
 /**
  * The statement that stores a batch of events (`$1`, a JSON array) and chains them on slot `$2`,
- * in one statement: `s` the schema. `absorbing`: the variant that skips rows already stored (see
+ * in one statement: `s` the schema. `$3` holds the inner digest of each event's columns
+ * (`eventColumnsDigest`, 32 bytes each, in the batch's order): the statement completes each
+ * stored event's version-3 digest with its time as stored (event-digest.ts). `absorbing`: the variant that skips rows already stored (see
  * below). `chained: false` is the same statement without the chain (`bench:audit` measures what
  * the chain costs against it); the store always chains.
  *
@@ -62,8 +64,9 @@ export function auditInsertSql(s: string, absorbing: boolean, chained = true): s
   const named = COLUMNS.map(([c, f]) => `${c === 'seq' ? `coalesce(x."${f}", 0)` : `x."${f}"`} as ${c}`).join(', ');
   const picked = COLUMNS.map(([c]) => `c.${c}`).join(', ');
   const onConflict = absorbing ? ' on conflict do nothing' : '';
+  const fields = COLUMNS.map(([, f]) => `"${f}"`).join(', ');
   const head = `with x as (
-        select ${named} from jsonb_to_recordset($1::jsonb) as x(${typed})
+        select ${named}, x.ord_in from rows from (jsonb_to_recordset($1::jsonb) as (${typed})) with ordinality as x(${fields}, ord_in)
       ),
       c as (select distinct on (event_id) * from x order by event_id, created_at),
       k as (
@@ -85,35 +88,33 @@ export function auditInsertSql(s: string, absorbing: boolean, chained = true): s
   const stored = `from c join (select * from fresh union all select * from lost) k using (event_id, created_at)`;
   if (!chained) return `${head}\n      insert into ${table} (${cols}) select ${picked} ${stored}${onConflict}`;
   return `${head},
-      n as (
-        select c.*, ${chainDaySql('c.created_at')} as chain_day,
-          row_number() over (partition by ${chainDaySql('c.created_at')} order by c.created_at, c.event_id) as ord,
-          ${eventDigestSql('c', CHAIN_DIGEST_VERSION)} as d
-        ${stored}${
+      h as (
+        select day, seq, digest from ${s}.audit_chains
+        where slot = $2 and day in (select ${chainDaySql('created_at')} from c) order by day for update
+      ),
+      f as (
+        select c.*, h.day as head_day, h.seq as head_seq, ${chainDaySql('c.created_at')} as chain_day,
+          row_number() over w as ord,
+          ${s}.audit_chain_from(h.digest,
+            sha256(substring($3::bytea from (c.ord_in::int - 1) * 32 + 1 for 32) || convert_to(${microsTextSql('c')}, 'UTF8'))
+          ) over w as link
+        ${stored} left join h on h.day = ${chainDaySql('c.created_at')}${
           // Absorbing, a row may be stored that its id did not point to: it is skipped here, so
           // that the chain counts only what is inserted.
           absorbing
             ? ` where not exists (select 1 from ${table} e where e.created_at = c.created_at and e.event_id = c.event_id)`
             : ''
         }
-      ),
-      h as (
-        select day, seq, digest from ${s}.audit_chains
-        where slot = $2 and day in (select chain_day from n) order by day for update
-      ),
-      f as (
-        select r.chain_day, r.ord, ${s}.audit_chain(r.d) over (partition by r.chain_day order by r.ord) as link
-        from (select h.day as chain_day, 0::bigint as ord, h.digest as d from h
-              union all select chain_day, ord, d from n) r
+        window w as (partition by ${chainDaySql('c.created_at')} order by c.created_at, c.event_id rows unbounded preceding)
       ),
       moved as (
         update ${s}.audit_chains a set seq = a.seq + m.ord, digest = m.link
-        from (select distinct on (chain_day) chain_day, ord, link from f where ord > 0 order by chain_day, ord desc) m
+        from (select distinct on (chain_day) chain_day, ord, link from f order by chain_day, ord desc) m
         where a.day = m.chain_day and a.slot = $2
       )
       insert into ${table} (${cols}, chain_slot, chain_seq, chain_digest, chain_v)
-      select ${picked}, $2, case when h.day is null then ${s}.audit_chain_missing() else h.seq + c.ord end, f.link, ${CHAIN_DIGEST_VERSION}
-      from n c join f using (chain_day, ord) left join h on h.day = c.chain_day${onConflict}`;
+      select ${picked}, $2, case when c.head_day is null then ${s}.audit_chain_missing() else c.head_seq + c.ord end, c.link, ${CHAIN_DIGEST_VERSION}
+      from f c${onConflict}`;
 }
 
 /** Creates the heads of every slot (`$2` of them) of a batch's (`$1`) days, from a dropped day's anchor when there is one. */

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { checkSchema } from '../db/connection.js';
-import { chainDaySql, GENESIS, storedDigestSql } from './chain-sql.js';
+import { chainDaySql, GENESIS, microsTextSql, storedDigestSql } from './chain-sql.js';
+import { eventColumnsDigest, eventDigestV3 } from './event-digest.js';
+import { COLUMNS } from './insert-statement.js';
 import type { SqlRunner } from './partitions.js';
 
 /** The head of one chain: its day and slot, the place and digest of its last event. */
@@ -65,8 +67,24 @@ export async function exportChainHeads(db: SqlRunner, schema: string): Promise<C
   }));
 }
 
-/** `d`: the event's digest under its row's version; null under a version this code does not know. */
-type Row = { slot: number | null; seq: string | null; eventId: string; link: Buffer | null; d: Buffer | null };
+/**
+ * A stored event as the walk reads it: its place, its link, and what its digest is computed from.
+ * `d`: its digest when Postgres computes it alone (versions 1 and 2); `micros` and `columns`: what
+ * version 3 is computed from (event-digest.ts).
+ */
+type Row = {
+  slot: number | null;
+  seq: string | null;
+  eventId: string;
+  link: Buffer | null;
+  v: number;
+  d: Buffer | null;
+  micros: string;
+  columns: Record<string, unknown>;
+};
+
+/** Rows read at a time: a day's chains are walked page by page, in chain order. */
+const PAGE = 5000;
 
 /**
  * Walks every chain of the schema's audit trail (a day at a time, in chain order) and recomputes
@@ -105,40 +123,51 @@ export async function verifyAuditChains(
   const problems: ChainProblem[] = [];
   let events = 0;
   const seen = new Set<string>();
+  const select = pageSql(s);
   for (const day of days) {
-    const res = await db.query(
-      `select e.chain_slot as slot, e.chain_seq as seq, e.event_id as "eventId", e.chain_digest as link,
-              ${storedDigestSql('e')} as d
-       from ${s}.audit_events e
-       where e.created_at >= ($1::timestamp at time zone 'UTC') and e.created_at < (($1::timestamp + interval '1 day') at time zone 'UTC')
-       order by e.chain_slot nulls first, e.chain_seq, e.event_id`,
-      [day],
-    );
-    const rows = res.rows as unknown as Row[];
-    events += rows.length;
-    let i = 0;
-    for (; i < rows.length && rows[i]?.slot === null; i++) {
-      const r = rows[i] as Row;
-      problems.push({
-        kind: 'inserted',
-        chain: `${day}/-`,
-        seq: null,
-        eventId: r.eventId,
-        message: 'stored outside every chain',
-      });
-    }
-    const slots = new Map<number, Row[]>();
-    for (; i < rows.length; i++) {
-      const r = rows[i] as Row;
-      slots.set(r.slot as number, [...(slots.get(r.slot as number) ?? []), r]);
-    }
-    for (const [name] of heads)
-      if (name.startsWith(`${day}/`)) slots.set(Number(name.slice(11)), slots.get(Number(name.slice(11))) ?? []);
-    for (const [slot, chainRows] of [...slots].sort((a, b) => a[0] - b[0])) {
+    const lost = new LostIds(db, s, day);
+    const walkerOf = (slot: number) => {
       const chain = chainName(day, slot);
       seen.add(chain);
-      await walk(db, s, chain, day, chainRows, starts.get(chain), heads.get(chain), anchors.get(chain) ?? [], problems);
+      return new ChainWalk(chain, lost, starts.get(chain), heads.get(chain), anchors.get(chain) ?? [], problems);
+    };
+    const walked = new Set<number>();
+    let walk: ChainWalk | undefined;
+    let after: [number, string, string] = [-2, '-2', ''];
+    for (;;) {
+      const rows = (await db.query(select, [day, ...after, PAGE])).rows.map(toRow);
+      for (const r of rows) {
+        events++;
+        if (r.slot === null) {
+          problems.push({
+            kind: 'inserted',
+            chain: `${day}/-`,
+            seq: null,
+            eventId: r.eventId,
+            message: 'stored outside every chain',
+          });
+          continue;
+        }
+        if (walk?.slot !== r.slot) {
+          await walk?.finish();
+          walked.add(r.slot);
+          walk = walkerOf(r.slot);
+          walk.slot = r.slot;
+        }
+        await walk.step(r);
+      }
+      const last = rows.at(-1);
+      if (!last || rows.length < PAGE) break;
+      after = [last.slot ?? -1, last.seq ?? '-1', last.eventId];
     }
+    await walk?.finish();
+    // Chains whose head is recorded but none of whose events is left.
+    const empty = [...heads.keys()]
+      .filter((name) => name.startsWith(`${day}/`))
+      .map((name) => Number(name.slice(11)))
+      .filter((slot) => !walked.has(slot))
+      .sort((a, b) => a - b);
+    for (const slot of empty) await walkerOf(slot).finish();
   }
   for (const [chain, list] of anchors) {
     if (seen.has(chain)) continue;
@@ -149,39 +178,80 @@ export async function verifyAuditChains(
   return { ok: problems.length === 0, chains: seen.size, events, problems };
 }
 
-async function walk(
-  db: SqlRunner,
-  s: string,
-  chain: string,
-  day: string,
-  rows: Row[],
-  start: { seq: number; digest: Buffer } | undefined,
-  head: { seq: number; digest: Buffer } | undefined,
-  anchors: ChainHead[],
-  problems: ChainProblem[],
-): Promise<void> {
-  let prevSeq = start?.seq ?? 0;
-  let prevDigest = start?.digest ?? GENESIS;
-  let prevId: string | null = null;
-  let removedIds: string[] | undefined;
-  const anchorAt = new Map(anchors.map((a) => [a.seq, a]));
-  for (const r of rows) {
+/** One page of a day's events in chain order (outside every chain first), after the place `$2..$4`. */
+function pageSql(s: string): string {
+  const columns = COLUMNS.filter(([c]) => c !== 'created_at')
+    .map(([c, f]) => `e.${c} as "c.${f}"`)
+    .join(', ');
+  return `select e.chain_slot as slot, e.chain_seq as seq, e.event_id as "eventId", e.chain_digest as link,
+            e.chain_v as v, ${storedDigestSql('e')} as d, ${microsTextSql('e')} as micros, ${columns}
+     from ${s}.audit_events e
+     where e.created_at >= ($1::timestamp at time zone 'UTC') and e.created_at < (($1::timestamp + interval '1 day') at time zone 'UTC')
+       and (coalesce(e.chain_slot, -1), coalesce(e.chain_seq, -1), e.event_id) > ($2::int, $3::int8, $4::text)
+     order by coalesce(e.chain_slot, -1), coalesce(e.chain_seq, -1), e.event_id
+     limit $5`;
+}
+
+function toRow(r: Record<string, unknown>): Row {
+  const columns: Record<string, unknown> = {};
+  for (const k in r) if (k.startsWith('c.')) columns[k.slice(2)] = r[k];
+  return {
+    slot: r.slot === null ? null : Number(r.slot),
+    seq: r.seq as string | null,
+    eventId: r.eventId as string,
+    link: r.link as Buffer | null,
+    v: Number(r.v),
+    d: r.d as Buffer | null,
+    micros: r.micros as string,
+    columns,
+  };
+}
+
+/** The digest of a stored event under its row's version; undefined under a version this code does not know. */
+function digestOf(r: Row): Buffer | undefined {
+  if (r.v === 3) return eventDigestV3(eventColumnsDigest(r.columns), r.micros);
+  return r.d ?? undefined;
+}
+
+/** One chain walked in order, event by event: what it finds goes to `problems`. */
+class ChainWalk {
+  slot: number | undefined;
+  private prevSeq: number;
+  private prevDigest: Buffer;
+  private prevId: string | null = null;
+  private readonly anchorAt: Map<number, ChainHead>;
+
+  constructor(
+    private readonly chain: string,
+    private readonly lost: LostIds,
+    start: { seq: number; digest: Buffer } | undefined,
+    private readonly head: { seq: number; digest: Buffer } | undefined,
+    anchors: ChainHead[],
+    private readonly problems: ChainProblem[],
+  ) {
+    this.prevSeq = start?.seq ?? 0;
+    this.prevDigest = start?.digest ?? GENESIS;
+    this.anchorAt = new Map(anchors.map((a) => [a.seq, a]));
+  }
+
+  async step(r: Row): Promise<void> {
+    const { chain, problems } = this;
     const seq = Number(r.seq);
-    if (seq <= prevSeq) {
+    if (seq <= this.prevSeq) {
       problems.push({ kind: 'inserted', chain, seq, eventId: r.eventId, message: `at place ${seq}, already taken` });
-      continue;
+      return;
     }
-    if (seq > prevSeq + 1) {
-      removedIds ??= await lostIds(db, s, day);
+    if (seq > this.prevSeq + 1) {
       problems.push({
         kind: 'removed',
         chain,
-        seq: prevSeq + 1,
-        eventId: removedIds.shift() ?? r.eventId,
-        message: `places ${prevSeq + 1}..${seq - 1} missing, before ${r.eventId}`,
+        seq: this.prevSeq + 1,
+        eventId: (await this.lost.next()) ?? r.eventId,
+        message: `places ${this.prevSeq + 1}..${seq - 1} missing, before ${r.eventId}`,
       });
     }
-    const expected = r.d ? sha256(prevDigest, r.d) : undefined;
+    const d = digestOf(r);
+    const expected = d ? sha256(this.prevDigest, d) : undefined;
     if (!r.link || !expected?.equals(r.link)) {
       problems.push({
         kind: 'changed',
@@ -191,32 +261,61 @@ async function walk(
         message: 'its columns are not what was chained',
       });
     }
-    const anchor = anchorAt.get(seq);
+    const anchor = this.anchorAt.get(seq);
     if (anchor && (!r.link || r.link.toString('hex') !== anchor.digest)) {
       problems.push({ kind: 'anchor', chain, seq, eventId: r.eventId, message: 'differs from the anchored head' });
     }
-    anchorAt.delete(seq);
-    prevSeq = seq;
-    prevDigest = r.link ?? expected ?? prevDigest;
-    prevId = r.eventId;
+    this.anchorAt.delete(seq);
+    this.prevSeq = seq;
+    this.prevDigest = r.link ?? expected ?? this.prevDigest;
+    this.prevId = r.eventId;
   }
-  for (const a of anchorAt.values()) {
-    problems.push({ kind: 'anchor', chain, seq: a.seq, eventId: null, message: 'the anchored event is gone' });
+
+  async finish(): Promise<void> {
+    const { chain, problems, head } = this;
+    for (const a of this.anchorAt.values()) {
+      problems.push({ kind: 'anchor', chain, seq: a.seq, eventId: null, message: 'the anchored event is gone' });
+    }
+    if (!head) return;
+    if (head.seq > this.prevSeq) {
+      problems.push({
+        kind: 'removed',
+        chain,
+        seq: this.prevSeq + 1,
+        eventId: (await this.lost.next()) ?? this.prevId,
+        message: `places ${this.prevSeq + 1}..${head.seq} missing at the end`,
+      });
+    } else if (head.seq < this.prevSeq) {
+      problems.push({
+        kind: 'inserted',
+        chain,
+        seq: this.prevSeq,
+        eventId: this.prevId,
+        message: "past the chain's head",
+      });
+    } else if (!head.digest.equals(this.prevDigest)) {
+      problems.push({
+        kind: 'changed',
+        chain,
+        seq: head.seq,
+        eventId: this.prevId,
+        message: "the chain's head differs",
+      });
+    }
   }
-  if (!head) return;
-  if (head.seq > prevSeq) {
-    removedIds ??= await lostIds(db, s, day);
-    problems.push({
-      kind: 'removed',
-      chain,
-      seq: prevSeq + 1,
-      eventId: removedIds.shift() ?? prevId,
-      message: `places ${prevSeq + 1}..${head.seq} missing at the end`,
-    });
-  } else if (head.seq < prevSeq) {
-    problems.push({ kind: 'inserted', chain, seq: prevSeq, eventId: prevId, message: "past the chain's head" });
-  } else if (!head.digest.equals(prevDigest)) {
-    problems.push({ kind: 'changed', chain, seq: head.seq, eventId: prevId, message: "the chain's head differs" });
+}
+
+/** The day's removed events' ids (see lostIds), read once when a first gap is found, then handed out in order. */
+class LostIds {
+  private ids: string[] | undefined;
+  constructor(
+    private readonly db: SqlRunner,
+    private readonly s: string,
+    private readonly day: string,
+  ) {}
+  async next(): Promise<string | undefined> {
+    this.ids ??= await lostIds(this.db, this.s, this.day);
+    return this.ids.shift();
   }
 }
 

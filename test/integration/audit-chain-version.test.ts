@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { migrate } from '../../migrations/migrate.js';
 import { AuditStore } from '../../src/audit/audit-store.js';
-import { CHAIN_DIGEST_VERSION } from '../../src/audit/chain-sql.js';
+import { CHAIN_DIGEST_VERSION, eventDigestSql, GENESIS_SQL } from '../../src/audit/chain-sql.js';
 import { auditInsertSql } from '../../src/audit/insert-statement.js';
 import { createAuditPartitions } from '../../src/audit/partitions.js';
 import { verifyAuditChains } from '../../src/audit/verify-chain.js';
@@ -26,8 +26,8 @@ const event = (i: number) => ({
 beforeAll(async () => {
   await t.setup();
   pool = t.pool(4);
-  // Back to before the chain (0014, then 0013 reverted), and events stored as they were then.
-  for (let i = 0; i < 2; i++) await migrate({ connectionString: t.databaseUrl, schema: t.schema, to: 'down' });
+  // Back to before the chain (0015, 0014, then 0013 reverted), and events stored as they were then.
+  for (let i = 0; i < 3; i++) await migrate({ connectionString: t.databaseUrl, schema: t.schema, to: 'down' });
   const columns = await t.query(
     `select column_name from information_schema.columns where table_schema = $1 and table_name = 'audit_events'`,
     [t.schema],
@@ -106,4 +106,31 @@ it('a changed event is found under either version, and so is a changed version',
     await t.query(`update ${t.schema}.audit_events set chain_v = $2 where event_id = $1`, [e.event_id, v]);
     expect((await verify()).problems).toEqual([]);
   }
+});
+
+it("a chain whose events were chained under version 2 (the columns' record text) verifies, and a change in one is found", async () => {
+  // Rewrites the chain as the store wrote it under version 2: the events after the version-1
+  // ones digested from their record text, every link folded again from the chain's start.
+  const s = t.schema;
+  await t.query(`update ${s}.audit_events set chain_v = 2 where chain_v = ${CHAIN_DIGEST_VERSION}`);
+  await t.query(`with r as (
+      select chain_seq as ord, event_id, created_at,
+        case chain_v when 1 then ${eventDigestSql('e', 1)} else ${eventDigestSql('e', 2)} end as d
+      from ${s}.audit_events e where chain_slot = 0
+      union all select 0, null, null, ${GENESIS_SQL}
+    ),
+    f as (select r.*, ${s}.audit_chain(r.d) over (order by r.ord) as link from r)
+    update ${s}.audit_events e set chain_digest = f.link from f
+    where f.ord > 0 and e.event_id = f.event_id and e.created_at = f.created_at`);
+  await t.query(`update ${s}.audit_chains c set digest = e.chain_digest from ${s}.audit_events e
+    where e.chain_slot = 0 and e.chain_seq = c.seq and c.slot = 0`);
+  expect(await versions()).toEqual([
+    { slot: 0, v: 1, n: 6 },
+    { slot: 0, v: 2, n: 5 },
+  ]);
+  expect((await verify()).problems).toEqual([]);
+  const e = await eventOf(2);
+  await t.query(`update ${s}.audit_events set reason_code = 'policy.changed' where event_id = $1`, [e.event_id]);
+  const r = await verify();
+  expect(r.problems[0]).toMatchObject({ kind: 'changed', eventId: e.event_id });
 });

@@ -173,9 +173,19 @@ describe('migrate up, down and up again', () => {
     expect(result.results).toEqual([down(last)]);
     expect(await migrationRows(schema)).toEqual(migrationNames.slice(0, -1).map((name) => ({ name, n: 1 })));
     expect(await tablesOf(schema)).toContain(LEDGER);
-    // 0014's 'down' (the last) took the digest version's column; 0013's the hash chains' tables;
-    // then 0011's the intents table.
-    expect(last).toBe('0014-audit-chain-version');
+    // 0015's 'down' (the last) took the seeded fold; 0014's the digest version's column; 0013's
+    // the hash chains' tables; then 0011's the intents table.
+    expect(last).toBe('0015-audit-chain-seeded');
+    const aggregates = async () =>
+      (
+        await t.query(
+          `select p.proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = $1 and p.prokind = 'a'`,
+          [schema],
+        )
+      ).rows.map((r) => r.proname as string);
+    expect(await aggregates()).not.toContain('audit_chain_from');
+    expect(await aggregates()).toContain('audit_chain');
+    expect(await downTo(schema, '0014-audit-chain-version')).toEqual([down('0014-audit-chain-version')]);
     expect(await auditColumns(schema)).not.toContain('chain_v');
     expect(await auditColumns(schema)).toContain('chain_digest');
     expect(await downTo(schema, '0013-audit-chain')).toEqual([down('0013-audit-chain')]);

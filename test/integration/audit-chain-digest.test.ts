@@ -1,0 +1,192 @@
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AuditEvent } from '../../src/audit/audit-event.js';
+import { AuditStore } from '../../src/audit/audit-store.js';
+import { CHAIN_DIGEST_VERSION } from '../../src/audit/chain-sql.js';
+import { canonicalJson, eventColumnsDigest } from '../../src/audit/event-digest.js';
+import { createAuditPartitions } from '../../src/audit/partitions.js';
+import { verifyAuditChains } from '../../src/audit/verify-chain.js';
+import { defineRedactionPolicy } from '../../src/redaction/define-policy.js';
+import { sampleAuditEvent } from '../helpers/audit-sample.js';
+import { TestContext } from '../helpers/context.js';
+
+/*
+ * The digest the store chains (version 3): the writer hashes the columns, the statement the time
+ * as Postgres stored it, and `verify` recomputes both from the row. Whatever the event holds
+ * (JSON values jsonb renders otherwise than JavaScript wrote them, key orders, times with more
+ * digits than Postgres keeps, any offset, texts a database stores otherwise), a stored event
+ * verifies clean, and any change of a value is found.
+ */
+
+const t = new TestContext('audit-chain-digest');
+let pool: pg.Pool;
+const policy = defineRedactionPolicy({
+  version: 'chain-digest-1',
+  hmacKeys: [{ id: 'k1', secret: 'an-audit-chain-digest-test-key-of-32-bytes' }],
+});
+
+const today = new Date().toISOString().slice(0, 10);
+/** Times of today in forms the event schema takes: digits past microseconds (rounded by Postgres), offsets. */
+const TIMES = [
+  `${today}T12:00:00Z`,
+  `${today}T12:00:00.1Z`,
+  `${today}T12:00:00.123456Z`,
+  `${today}T12:00:00.1234564Z`,
+  `${today}T12:00:00.1234565Z`,
+  `${today}T12:00:00.999999949Z`,
+  `${today}T12:00:00.9999996Z`,
+  `${today}T17:30:00.000001+05:30`,
+  `${today}T08:00:00.5-04:00`,
+];
+/** Details whose stored jsonb text differs from what JavaScript wrote, or that JSON.stringify treats specially. */
+const DETAILS: Record<string, unknown>[] = [
+  { b: 1, a: 2, nested: { z: [3, { y: 1, x: 2 }], w: null } },
+  { big: 1e21, small: 1.5e-7, frac: 0.1 + 0.2, neg: -0, int: 2 ** 60, exp: 123e-20 },
+  { emoji: '😀 café ß', rtl: 'שלום', nul: 'a\tb\nc"d\\e', empty: '', '': 'empty key' },
+  { '10': 'ten', '2': 'two', a: 'letter', é: 'accent', Z: 'upper' },
+  { when: new Date(Date.UTC(2026, 0, 2)), gone: undefined, fn: () => 1, nan: Number.NaN, arr: [undefined, Infinity] },
+  { deep: { a: { b: { c: { d: { e: [1, [2, [3, [4]]]] } } } } } },
+];
+
+const event = (i: number): AuditEvent => ({
+  ...sampleAuditEvent('chain-digest', String(i)),
+  createdAt: TIMES[i % TIMES.length] as string,
+  seq: i % 3 === 0 ? undefined : i,
+  taskId: i % 2 ? `task-${i}` : undefined,
+  reasonCode: i % 4 === 1 ? 'policy.ok' : undefined,
+  epoch: i % 5 === 0 ? undefined : (i % 7) + 1,
+  attemptsMade: i % 3,
+  details: DETAILS[i % DETAILS.length] as Record<string, unknown>,
+});
+
+beforeAll(async () => {
+  await t.setup();
+  pool = t.pool(4);
+  await createAuditPartitions(
+    pool,
+    t.schema,
+    new Date(Date.now() - 2 * 86_400_000),
+    new Date(Date.now() + 2 * 86_400_000),
+  );
+});
+afterAll(async () => {
+  await pool.end();
+  await t.teardown();
+});
+
+const verify = () => verifyAuditChains(pool, t.schema);
+
+describe('canonical JSON', () => {
+  it('has JSON.stringify’s semantics with keys sorted', () => {
+    for (const d of DETAILS) {
+      const c = canonicalJson(d) as string;
+      expect(JSON.parse(c)).toEqual(JSON.parse(JSON.stringify(d)));
+      // The same value with its keys in another order: the same text.
+      const reversed = Object.fromEntries(Object.entries(JSON.parse(JSON.stringify(d))).reverse());
+      expect(canonicalJson(reversed)).toBe(c);
+    }
+    expect(canonicalJson(undefined)).toBeUndefined();
+    expect(canonicalJson({ b: [1, undefined], a: Number.POSITIVE_INFINITY })).toBe('{"a":null,"b":[1,null]}');
+  });
+
+  it('an event and the same event read back from JSON have the same inner digest', () => {
+    for (let i = 0; i < 24; i++) {
+      const e = event(i);
+      expect(eventColumnsDigest(JSON.parse(JSON.stringify(e)))).toEqual(eventColumnsDigest(e));
+    }
+    // A lone surrogate is stored as U+FFFD: the digest hashes what is stored.
+    const lone = { ...event(1), taskId: 'task-\ud800-x' };
+    expect(eventColumnsDigest(lone)).toEqual(eventColumnsDigest({ ...lone, taskId: 'task-\ufffd-x' }));
+  });
+});
+
+describe('stored and verified', () => {
+  const N = 60;
+  beforeAll(async () => {
+    const store = new AuditStore(pool, t.schema, policy, { chainSlots: 2 });
+    const events = Array.from({ length: N }, (_, i) => event(i));
+    // Once as objects, once as the writer's JSON text (passed through as it is).
+    const a = await store.writeBatch(events.slice(0, N / 2));
+    const rest = events.slice(N / 2);
+    const b = await store.writeBatch(JSON.parse(JSON.stringify(rest)), JSON.stringify(rest));
+    await store.close();
+    expect(a.inserted + b.inserted).toBe(N);
+  });
+
+  it('every event is chained under the current version and verifies clean', async () => {
+    const v = await t.query(`select chain_v, count(*)::int as n from ${t.schema}.audit_events group by 1`);
+    expect(v.rows).toEqual([{ chain_v: CHAIN_DIGEST_VERSION, n: N }]);
+    expect(CHAIN_DIGEST_VERSION).toBe(3);
+    const r = await verify();
+    expect(r.problems).toEqual([]);
+    expect(r).toMatchObject({ ok: true, events: N });
+  });
+
+  it('a change of any value is found, and rewriting a value as itself is not', async () => {
+    const row = (
+      await t.query(`select event_id from ${t.schema}.audit_events where details ? 'big' order by chain_seq limit 1`)
+    ).rows[0] as { event_id: string };
+    const id = row.event_id;
+    const changes: [string, string][] = [
+      ['details', `jsonb_set(details, '{frac}', '0.3')`],
+      ['details', `jsonb_set(details, '{big}', '1e21'::jsonb || '0')`],
+      ['created_at', `created_at + interval '1 microsecond'`],
+      ['seq', 'seq + 1'],
+      ['attempts_made', 'coalesce(attempts_made, 0) + 1'],
+      ['task_id', `coalesce(task_id, '') || 'x'`],
+      ['redaction', `coalesce(redaction, '{}'::jsonb) || '{"policyVersion":"other"}'`],
+    ];
+    for (const [column, expr] of changes) {
+      // The value as text and its type, to write back exactly (a JavaScript Date would drop microseconds).
+      const before = (
+        await t.query(
+          `select ${column}::text as v, pg_typeof(${column})::text as type from ${t.schema}.audit_events where event_id = $1`,
+          [id],
+        )
+      ).rows[0] as { v: string | null; type: string };
+      await t.query(`update ${t.schema}.audit_events set ${column} = ${expr} where event_id = $1`, [id]);
+      const r = await verify();
+      expect(r.ok, column).toBe(false);
+      expect(r.problems[0], column).toMatchObject({ kind: 'changed', eventId: id });
+      await t.query(`update ${t.schema}.audit_events set ${column} = $2::${before.type} where event_id = $1`, [
+        id,
+        before.v,
+      ]);
+      expect((await verify()).problems, column).toEqual([]);
+    }
+    // The same values written again, in another text (jsonb keeps the value, not its text).
+    await t.query(
+      `update ${t.schema}.audit_events set details = (details::text)::jsonb, created_at = created_at where event_id = $1`,
+      [id],
+    );
+    expect((await verify()).problems).toEqual([]);
+  });
+});
+
+describe('a chain longer than a page', () => {
+  it('verifies across pages, and a change past the first page is named', async () => {
+    const s2 = `${t.schema}`;
+    const store = new AuditStore(pool, s2, policy, { chainSlots: 1 });
+    const n = 12_000;
+    const created = new Date().toISOString();
+    const events = Array.from({ length: n }, (_, i) => ({
+      ...sampleAuditEvent('chain-digest-pages', String(i)),
+      createdAt: created,
+      details: { i },
+    }));
+    for (let i = 0; i < n; i += 3000) expect((await store.writeBatch(events.slice(i, i + 3000))).inserted).toBe(3000);
+    await store.close();
+    const clean = await verify();
+    expect(clean.problems).toEqual([]);
+    expect(clean.events).toBeGreaterThanOrEqual(n);
+    const late = (
+      await t.query(
+        `select event_id from ${s2}.audit_events where chain_slot = 0 and details->>'i' is not null order by chain_seq desc limit 1 offset 100`,
+      )
+    ).rows[0] as { event_id: string };
+    await t.query(`update ${s2}.audit_events set details = '{"i": -1}' where event_id = $1`, [late.event_id]);
+    const r = await verify();
+    expect(r.problems).toHaveLength(1);
+    expect(r.problems[0]).toMatchObject({ kind: 'changed', eventId: late.event_id });
+  });
+});
