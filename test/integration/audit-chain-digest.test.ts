@@ -98,6 +98,27 @@ describe('canonical JSON', () => {
     const lone = { ...event(1), taskId: 'task-\ud800-x' };
     expect(eventColumnsDigest(lone)).toEqual(eventColumnsDigest({ ...lone, taskId: 'task-\ufffd-x' }));
   });
+
+  it('toJSON is applied once, as JSON.stringify applies it, whatever the keys it returns', () => {
+    const odd: Record<string, unknown>[] = [
+      // A toJSON whose result holds a `toJSON` of its own: data, not called again.
+      { v: { toJSON: () => ({ toJSON: 5, b: [2, undefined, () => 1], a: 1 }) } },
+      { v: { toJSON: () => ({ b: { toJSON: () => 'inner' }, a: new Number(3), s: new String('s') }) } },
+      // Index-like keys (JavaScript orders them first, whatever the insertion) beside others, nested.
+      { v: [{ b: 1, '07': 2, '7': 3, a: { '1': 1, '0': 0 } }], w: { toJSON: () => ({ '9': 9, '10': 10 }) } },
+      { f: () => 1, s: Symbol('s'), u: undefined, n: -0, big: 1e300, t: { toJSON: 'not a function' } },
+    ];
+    for (const details of odd) {
+      const e = { ...event(2), details };
+      const read = JSON.parse(JSON.stringify(e));
+      expect(eventColumnsDigest(read)).toEqual(eventColumnsDigest(e));
+      // And the key order of what is read back (jsonb has its own) does not matter either.
+      read.details = JSON.parse(canonicalJson(read.details) as string, (_k, v) =>
+        v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).reverse()) : v,
+      );
+      expect(eventColumnsDigest(read)).toEqual(eventColumnsDigest(e));
+    }
+  });
 });
 
 describe('stored and verified', () => {
