@@ -9,8 +9,11 @@
  * statement that stores the events; a chain whose day was dropped leaves its last head in
  * `audit_chain_anchors`, and starts again from it if its day is written again.
  *
- * The digests are computed by Postgres, from the columns as stored, both when writing and when
- * verifying: what is hashed is what is there, whatever the client's serialisation.
+ * Versions 1 and 2 of the columns' digest are computed by Postgres, from the columns as stored;
+ * version 3 (event-digest.ts) by the writer from the event's values, canonically, completed by the
+ * storing statement with the time as stored, and recomputed by `verify` from the row: what is
+ * hashed is what is there, whatever the client's serialisation. The storing statement folds a
+ * batch's digests onto its chains' heads in one window (`audit_chain_from`, migration 0015).
  */
 
 /** The digest a chain starts from: 32 zero bytes. */
