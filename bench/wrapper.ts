@@ -27,6 +27,15 @@
  *   says how close the wrapper's replay is to its design's least;
  * - powertools: `makeIdempotent` with its Redis `CachePersistenceLayer` on the same Redis;
  * - powertools replay (informational, not in the JSON line): the same operations again;
+ * - powertools durable, powertools durable replay (unit `powertools_durable`, run with
+ *   `powertools`): the same two against a Redis the bench starts for itself
+ *   (bench/lib/private-redis.ts: loopback, a fresh temporary directory, `--save ''`,
+ *   `--appendonly yes --appendfsync always`), so that Powertools' records are as durable as the
+ *   ledger's synchronous Postgres commit: every write fsynced to the AOF before Redis replies.
+ *   The queue stays on the shared Redis; the Redis commands and CPU per job count both servers.
+ *   `fresh / powertools_durable` and `replay / powertools_durable_replay` compare the wrapper
+ *   with Powertools at equal durability. Without `redis-server` on the PATH (or at
+ *   BENCH_REDIS_SERVER) the unit is skipped (a line on stderr says so);
  * - fresh: `withIdempotency`, every key new (claim, run, complete);
  * - replay: `withIdempotency`, every key already completed (the same operations enqueued again
  *   as new jobs): served from the ledger, the side effect never runs.
@@ -61,7 +70,8 @@
  * `--backends postgres` (BENCH_BACKENDS) runs one side only.
  *
  * Run: `npm run bench` (DATABASE_URL, REDIS_URL; BENCH_JOBS, BENCH_ROUNDS, and BENCH_ONLY, a
- * comma list of raw,naive,floor,powertools,library,intents, to narrow it for profiling; BENCH_CPU_PROFILE=dir
+ * comma list of raw,naive,floor,powertools,powertools_durable,library,intents, to narrow it for
+ * profiling (`powertools` includes `powertools_durable`); BENCH_CPU_PROFILE=dir
  * writes a V8 CPU profile of each drain, which `npx tsx bench/profile-summary.ts` summarises).
  * Progress goes to stderr; the tables and, as the last line of stdout, one JSON object with the
  * medians (ratios: the median of the per-round ratios) go to stdout.
@@ -91,6 +101,7 @@ import { batchedStatement, freshFloor, keyBatch, writeFloor } from './lib/floor-
 import { jsonLine } from './lib/json-line.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
 import { pairVariants, reportPostgresPair, runPostgresPair } from './lib/postgres-backend-pair.js';
+import { type PrivateRedis, RedisServerMissing, startPrivateRedis } from './lib/private-redis.js';
 import { type CpuSplit, cpuSnapshot, cpuSplit, perThousand } from './lib/proc-cpu.js';
 import { alternatingRounds, rotated } from './lib/rounds.js';
 import { median, perRoundRatios, round2 } from './lib/stats.js';
@@ -133,7 +144,7 @@ const JOB_OPTS = { removeOnComplete: true, removeOnFail: true } as const;
 type JobData = { id: string; n: number };
 type Result = { ok: true; id: string };
 
-type UnitName = 'raw' | 'naive' | 'floor' | 'powertools' | 'library' | 'intents';
+type UnitName = 'raw' | 'naive' | 'floor' | 'powertools' | 'powertools_durable' | 'library' | 'intents';
 type VariantName =
   | 'raw'
   | 'naive'
@@ -142,6 +153,8 @@ type VariantName =
   | 'fresh_floor'
   | 'powertools'
   | 'powertools_replay'
+  | 'powertools_durable'
+  | 'powertools_durable_replay'
   | 'fresh'
   | 'replay'
   | 'replay_floor'
@@ -155,6 +168,8 @@ const VARIANTS: VariantName[] = [
   'fresh_floor',
   'powertools',
   'powertools_replay',
+  'powertools_durable',
+  'powertools_durable_replay',
   'fresh',
   'replay',
   'replay_floor',
@@ -352,6 +367,10 @@ type Context = {
   /** The admin session's backend, whose CPU the vacuums after the drains are measured by. */
   adminPid: number;
   redis: Redis;
+  /** Every Redis server a drain may use (the shared one, and the bench's own when it runs): commands counted on each. */
+  redisServers: Redis[];
+  /** The bench's own Redis server, whose CPU counts as `redis`. */
+  redisPids: ReadonlySet<number>;
   variants: Record<VariantName, Variant>;
 };
 
@@ -368,9 +387,14 @@ async function postgresPids(admin: pg.Client): Promise<Set<number>> {
   return new Set(res.rows.map((r) => r.pid));
 }
 
-async function redisCommands(redis: Redis): Promise<number> {
-  const info = await redis.info('stats');
-  return Number(/total_commands_processed:(\d+)/.exec(info)?.[1] ?? 0);
+/** Commands processed so far, summed over the servers (each count includes the INFO before it, not its own). */
+async function redisCommands(servers: readonly Redis[]): Promise<number> {
+  let total = 0;
+  for (const redis of servers) {
+    const info = await redis.info('stats');
+    total += Number(/total_commands_processed:(\d+)/.exec(info)?.[1] ?? 0);
+  }
+  return total;
 }
 
 /** Fills a fresh queue with `count` jobs of the variant, drains it, checks the side effects, deletes the queue. */
@@ -398,9 +422,9 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
     effects = 0;
     const statements0 = pgStatements;
     const wal0 = await walPosition(ctx.admin);
-    const redis0 = await redisCommands(ctx.redis);
+    const redis0 = await redisCommands(ctx.redisServers);
     const pids = await postgresPids(ctx.admin);
-    const cpu0 = cpuSnapshot(pids);
+    const cpu0 = cpuSnapshot(pids, undefined, ctx.redisPids);
     if (variant.timedFill) filled = await fill();
     const drained = await drain(queueName, processor, count, variant, tag);
     const afterStarted = performance.now();
@@ -408,9 +432,10 @@ async function runVariant(ctx: Context, variant: Variant, tag: string, count: nu
     const seconds = drained.seconds + (variant.timedFill ? filled + (performance.now() - afterStarted) / 1000 : 0);
     const { peakRss, gcMs } = drained;
     for (const pid of await postgresPids(ctx.admin)) pids.add(pid);
-    const split = cpuSplit(cpu0, cpuSnapshot(pids));
+    const split = cpuSplit(cpu0, cpuSnapshot(pids, undefined, ctx.redisPids));
     const cpu = split && perThousand(split, count);
-    const redisPerJob = ((await redisCommands(ctx.redis)) - redis0 - 1) / count;
+    // Less the first INFO sent to each server.
+    const redisPerJob = ((await redisCommands(ctx.redisServers)) - redis0 - ctx.redisServers.length) / count;
     const walBytes = await walSince(ctx.admin, wal0);
 
     const expected = variant.expect === 'all' ? count : 0;
@@ -468,6 +493,7 @@ const UNITS: Record<UnitName, VariantName[]> = {
   naive: ['naive'],
   floor: ['floor', 'read_floor', 'fresh_floor'],
   powertools: ['powertools', 'powertools_replay'],
+  powertools_durable: ['powertools_durable', 'powertools_durable_replay'],
   library: ['fresh', 'replay', 'replay_floor'],
   intents: ['fresh_enqueued', 'fresh_durable'],
 };
@@ -617,8 +643,15 @@ function workersSummary(results: Map<number, WorkersMeasurement[]>): Record<stri
   return { workers_per_s: perSec, workers_cpu_ms_per_job: cpuMs };
 }
 
-/** The connected @redis/client client Powertools' CachePersistenceLayer requires. */
-const connectRedisClient = () => createClient({ url: REDIS_URL }).connect();
+/**
+ * The connected @redis/client client Powertools' CachePersistenceLayer requires. Its connection
+ * errors are written to stderr (unheard, they would end the process; a command they make fail
+ * fails its job, and so the drain).
+ */
+const connectRedisClient = (url: string) =>
+  createClient({ url })
+    .on('error', (error: unknown) => console.error(`bench wrapper: Powertools' Redis client (${url}):`, String(error)))
+    .connect();
 
 function buildVariants(
   ledger: PostgresLedger,
@@ -664,25 +697,33 @@ function buildVariants(
   // Powertools is built for Lambda: without a context it cannot expire in-progress records. A
   // worker's equivalent of the remaining time is its lock duration (BullMQ's default, 30 s).
   const lambdaContext = { getRemainingTimeInMillis: () => 30_000 };
-  let ptClient: Awaited<ReturnType<typeof connectRedisClient>> | undefined;
-  const powertools = (name: 'powertools' | 'powertools_replay'): Variant => ({
-    name,
-    unit: 'powertools',
-    expect: name === 'powertools' ? 'all' : 'none',
-    enqueue: plainEnqueue,
-    processor: (tag) => {
-      if (!ptClient) throw new Error('the Powertools Redis client is not connected');
-      const config = new IdempotencyConfig({ eventKeyJmesPath: 'id', expiresAfterSeconds: 3600 });
-      config.registerLambdaContext(lambdaContext as Parameters<IdempotencyConfig['registerLambdaContext']>[0]);
-      const idempotent = makeIdempotent(async (data: JobData) => effect(data), {
-        persistenceStore: new CachePersistenceLayer({ client: ptClient }),
-        config,
-        keyPrefix: `${runId}:pt:${tag}`,
-      });
-      return (job: Job) => idempotent(job.data as JobData);
-    },
-    idOf: plainId,
-  });
+  type PtClient = Awaited<ReturnType<typeof connectRedisClient>>;
+  // Powertools' records: on the shared Redis, and on the bench's own durable Redis.
+  const ptClients: { shared?: PtClient; durable?: PtClient } = {};
+  const powertools = (
+    name: 'powertools' | 'powertools_replay' | 'powertools_durable' | 'powertools_durable_replay',
+  ): Variant => {
+    const store = name === 'powertools' || name === 'powertools_replay' ? 'shared' : 'durable';
+    return {
+      name,
+      unit: store === 'shared' ? 'powertools' : 'powertools_durable',
+      expect: name === 'powertools' || name === 'powertools_durable' ? 'all' : 'none',
+      enqueue: plainEnqueue,
+      processor: (tag) => {
+        const ptClient = ptClients[store];
+        if (!ptClient) throw new Error(`the Powertools Redis client (${store}) is not connected`);
+        const config = new IdempotencyConfig({ eventKeyJmesPath: 'id', expiresAfterSeconds: 3600 });
+        config.registerLambdaContext(lambdaContext as Parameters<IdempotencyConfig['registerLambdaContext']>[0]);
+        const idempotent = makeIdempotent(async (data: JobData) => effect(data), {
+          persistenceStore: new CachePersistenceLayer({ client: ptClient }),
+          config,
+          keyPrefix: `${runId}:${store === 'shared' ? 'pt' : 'ptd'}:${tag}`,
+        });
+        return (job: Job) => idempotent(job.data as JobData);
+      },
+      idOf: plainId,
+    };
+  };
 
   // The least a Postgres-durable claim can cost: before the effect, the key inserted into a bare
   // two-column table; after it, one boolean set; both coalesced into multi-row statements by the
@@ -781,6 +822,8 @@ function buildVariants(
     },
     powertools: powertools('powertools'),
     powertools_replay: powertools('powertools_replay'),
+    powertools_durable: powertools('powertools_durable'),
+    powertools_durable_replay: powertools('powertools_durable_replay'),
     fresh: library('fresh'),
     replay: library('replay'),
     fresh_enqueued: { ...library('fresh'), name: 'fresh_enqueued', unit: 'intents', timedFill: true },
@@ -834,11 +877,14 @@ function buildVariants(
   };
   return {
     variants,
-    connectPowertools: async () => {
-      ptClient = await connectRedisClient();
+    /** `durableUrl`: the bench's own Redis, when the durable pair runs. */
+    connectPowertools: async (durableUrl: string | undefined) => {
+      ptClients.shared = await connectRedisClient(REDIS_URL);
+      if (durableUrl) ptClients.durable = await connectRedisClient(durableUrl);
     },
     closePowertools: async () => {
-      await ptClient?.close();
+      await ptClients.shared?.close();
+      await ptClients.durable?.close();
     },
   };
 }
@@ -851,6 +897,8 @@ const LABELS: Record<VariantName, string> = {
   fresh_floor: 'fresh floor',
   powertools: 'Powertools (Redis)',
   powertools_replay: 'Powertools replay',
+  powertools_durable: 'Powertools (durable Redis)',
+  powertools_durable_replay: 'Powertools durable replay',
   fresh: 'withIdempotency fresh',
   replay: 'withIdempotency replay',
   replay_floor: 'replay floor',
@@ -885,6 +933,8 @@ function report(results: Results): void {
   ratioRow('replay / read floor', 'replay', 'read_floor');
   ratioRow('replay / replay floor', 'replay', 'replay_floor');
   ratioRow('replay / powertools_replay', 'replay', 'powertools_replay');
+  ratioRow('fresh / powertools_durable', 'fresh', 'powertools_durable');
+  ratioRow('replay / powertools_durable_replay', 'replay', 'powertools_durable_replay');
   ratioRow('fresh durable / fresh (fill timed)', 'fresh_durable', 'fresh_enqueued');
   console.log(
     `\nThroughput: ${JOBS} jobs per drain, concurrency ${CONCURRENCY} (ratio median = median of per-round ratios)`,
@@ -979,6 +1029,10 @@ function summary(results: Results): Record<string, unknown> {
     fresh_vs_raw: ratio('fresh', 'raw'),
     replay_vs_raw: ratio('replay', 'raw'),
     fresh_vs_powertools: ratio('fresh', 'powertools'),
+    powertools_durable_per_s: perSec('powertools_durable'),
+    powertools_durable_replay_per_s: perSec('powertools_durable_replay'),
+    fresh_vs_powertools_durable: ratio('fresh', 'powertools_durable'),
+    replay_vs_powertools_durable_replay: ratio('replay', 'powertools_durable_replay'),
     floor_per_s: perSec('floor'),
     fresh_vs_floor: ratio('fresh', 'floor'),
     fresh_floor_per_s: perSec('fresh_floor'),
@@ -1003,9 +1057,10 @@ async function main(): Promise<void> {
   const runId = randomBytes(4).toString('hex');
   const schema = `bench_wrapper_${runId}`;
   const only = (process.env.BENCH_ONLY ?? 'raw,naive,floor,powertools,library,intents').split(',').map((s) => s.trim());
-  const units = (['raw', 'naive', 'floor', 'powertools', 'library', 'intents'] as const).filter((u) =>
-    only.includes(u),
-  );
+  // `powertools` names both Powertools units: on the shared Redis and on the bench's own durable one.
+  let units = (
+    ['raw', 'naive', 'floor', 'powertools', 'powertools_durable', 'library', 'intents'] as const satisfies UnitName[]
+  ).filter((u) => only.includes(u) || (u === 'powertools_durable' && only.includes('powertools')));
   if (units.length === 0) throw new Error(`BENCH_ONLY names no unit: ${process.env.BENCH_ONLY}`);
   const backends = queueBackends();
 
@@ -1018,8 +1073,26 @@ async function main(): Promise<void> {
   let ledger: PostgresLedger | undefined;
   let naivePool: pg.Pool | undefined;
   let closePowertools: (() => Promise<void>) | undefined;
+  let ownRedis: PrivateRedis | undefined;
+  let ownRedisClient: Redis | undefined;
   let failed = false;
   try {
+    if (backends.includes('redis') && units.includes('powertools_durable')) {
+      try {
+        ownRedis = await startPrivateRedis(process.env.BENCH_REDIS_SERVER || 'redis-server');
+        ownRedisClient = new Redis(ownRedis.url, { maxRetriesPerRequest: null });
+        console.error(
+          `bench wrapper: own Redis for powertools_durable at ${ownRedis.url} (pid ${ownRedis.pid}, appendfsync always, dir ${ownRedis.dir})`,
+        );
+      } catch (error) {
+        units = units.filter((u) => u !== 'powertools_durable');
+        console.error(
+          error instanceof RedisServerMissing
+            ? `bench wrapper: powertools_durable skipped: ${error.message}`
+            : `bench wrapper: powertools_durable skipped: could not start its Redis: ${String(error)}`,
+        );
+      }
+    }
     await admin.connect();
     await migrate({ connectionString: databaseUrl, schema });
     const naiveTable = `${schema}.naive_ledger`;
@@ -1035,9 +1108,18 @@ async function main(): Promise<void> {
     await admin.query(`create table ${freshFloorTable} (key text primary key, result jsonb)`);
     const built = buildVariants(ledger, naivePool, naiveTable, floorTable, freshFloorTable, runId);
     closePowertools = built.closePowertools;
-    await built.connectPowertools();
+    await built.connectPowertools(ownRedis?.url);
     const adminPid = (await admin.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
-    const ctx: Context = { runId, schema, admin, adminPid, variants: built.variants, redis };
+    const ctx: Context = {
+      runId,
+      schema,
+      admin,
+      adminPid,
+      variants: built.variants,
+      redis,
+      redisServers: ownRedisClient ? [redis, ownRedisClient] : [redis],
+      redisPids: new Set(ownRedis ? [ownRedis.pid] : []),
+    };
 
     console.error(
       `bench wrapper: run ${runId}, ${JOBS} jobs x ${ROUNDS} rounds, concurrency ${CONCURRENCY}, pg pools ${POOL_SIZE}, units ${units.join(',')}, ${sourceVersion()}`,
@@ -1057,7 +1139,7 @@ async function main(): Promise<void> {
             results.set(name, series);
             const others = m.cpu?.others.map(([comm, sec]) => `${comm} ${sec.toFixed(2)}`).join(', ');
             console.error(
-              `  round ${round + 1} ${name.padEnd(17)} ${String(Math.round(m.perSec)).padStart(6)} jobs/s, peak RSS ${m.peakRssMb.toFixed(0)} MB` +
+              `  round ${round + 1} ${name.padEnd(25)} ${String(Math.round(m.perSec)).padStart(6)} jobs/s, peak RSS ${m.peakRssMb.toFixed(0)} MB` +
                 (m.cpu ? `; other CPU s/1000 jobs: irq ${m.cpu.irq.toFixed(2)}, ${others || '-'}` : ''),
             );
           }
@@ -1114,6 +1196,8 @@ async function main(): Promise<void> {
       [`drop schema ${schema}`, () => admin.query(`drop schema if exists ${schema} cascade`)],
       ['end the admin connection', () => admin.end()],
       ['close the Redis connection', () => redis.quit()],
+      ['close the connection to its own Redis', () => ownRedisClient?.quit()],
+      ['stop its own Redis and remove its directory', () => ownRedis?.stop()],
     ];
     for (const [what, step] of steps) {
       try {

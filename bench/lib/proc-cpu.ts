@@ -2,7 +2,8 @@
  * CPU time split between this process, Postgres and Redis while a benchmark section runs, read
  * from /proc (Linux only; elsewhere every figure is null). A snapshot sums utime + stime of this
  * process (all its threads), of the `postgres` processes serving it (or all of them) and of every
- * `redis-server` process (shared with anyone else using that Redis),
+ * `redis-server` process (shared with anyone else using that Redis; a server a bench starts
+ * itself can be named by pid, so it counts whatever its process is called),
  * and reads the machine's busy and idle time from /proc/stat. The difference of two snapshots
  * is the CPU seconds each side spent in between. Postgres backends that exit in between lose
  * their last ticks (the pools stay open during a drain, so that does not happen there).
@@ -50,10 +51,12 @@ function procTicks(pid: number): { comm: string; ticks: number; sys: number } | 
  * @param postgresPids when given, only these `postgres` processes count as Postgres (this run's
  * backends and the server's auxiliary processes); other sessions' backends count as `other`.
  * @param nodePids processes that count as `node` besides this one (a bench's worker children).
+ * @param redisPids processes that count as `redis` besides every `redis-server` (a bench's own server).
  */
 export function cpuSnapshot(
   postgresPids?: ReadonlySet<number>,
   nodePids?: ReadonlySet<number>,
+  redisPids?: ReadonlySet<number>,
 ): CpuSnapshot | undefined {
   let pids: string[];
   let cpuLine: string | undefined;
@@ -73,7 +76,7 @@ export function cpuSnapshot(
         ? 'node'
         : t.comm === 'postgres' && (!postgresPids || postgresPids.has(pid))
           ? 'postgres'
-          : t.comm === 'redis-server'
+          : t.comm === 'redis-server' || redisPids?.has(pid)
             ? 'redis'
             : undefined;
     procs.set(pid, { side, comm: t.comm, ticks: t.ticks, sys: t.sys });
