@@ -28,13 +28,13 @@ import pg from 'pg';
 import { migrate } from '../migrations/migrate.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
-import { jobIdFor } from '../src/operation/enqueue.js';
-import { defineKeyring } from '../src/sealing/keyring.js';
-import { sealResult } from '../src/sealing/sealed-result.js';
 import type { ClaimParams } from '../src/ledger/sql/claim-input.js';
 import { complete } from '../src/ledger/sql/complete.js';
 import { insertNew } from '../src/ledger/sql/insert-new.js';
 import { tablesOf } from '../src/ledger/sql/statement.js';
+import { jobIdFor } from '../src/operation/enqueue.js';
+import { defineKeyring } from '../src/sealing/keyring.js';
+import { sealResult } from '../src/sealing/sealed-result.js';
 import { jsonLine } from './lib/json-line.js';
 import { median } from './lib/stats.js';
 import { printTable } from './lib/table.js';
@@ -145,7 +145,10 @@ async function relationsOf(pool: pg.Pool, table: string): Promise<Relation[]> {
        or c.oid in (select indexrelid from pg_index where indrelid = (select reltoastrelid from pg_class where oid = $1::regclass))`,
     [table],
   );
-  return res.rows.map((r) => ({ name: r.name.replace(/^pg_toast_\d+/, 'toast').replace(/_index$/, ' index'), filenode: r.filenode }));
+  return res.rows.map((r) => ({
+    name: r.name.replace(/^pg_toast_\d+/, 'toast').replace(/_index$/, ' index'),
+    filenode: r.filenode,
+  }));
 }
 
 type WalLine = { rm: string; type: string; relation: string; count: number; bytes: number; fpi: number };
@@ -157,7 +160,14 @@ type WalLine = { rm: string; type: string; relation: string; count: number; byte
  */
 async function walOf(pool: pg.Pool, from: string, to: string, relations: Relation[]): Promise<WalLine[]> {
   const pattern = `rel \\d+/\\d+/(${relations.map((r) => r.filenode).join('|')}) `;
-  const res = await pool.query<{ rm: string; type: string; filenode: string | null; n: string; bytes: string; fpi: string }>(
+  const res = await pool.query<{
+    rm: string;
+    type: string;
+    filenode: string | null;
+    n: string;
+    bytes: string;
+    fpi: string;
+  }>(
     `with r as (
        select start_lsn, xid, resource_manager as rm, record_type as type, record_length as len, fpi_length as fpi,
          coalesce(block_ref, '') as block_ref
@@ -193,7 +203,8 @@ async function run(pool: pg.Pool, variant: Variant, jobs: Job[]): Promise<WalLin
   const to = await lsn(pool);
   // A relation rewritten meanwhile would have another filenode: read them again.
   const after = (await Promise.all(variant.tables.map((t) => relationsOf(pool, t)))).flat();
-  if (after.some((r, i) => r.filenode !== relations[i]?.filenode)) throw new Error(`${variant.name}: relations rewritten`);
+  if (after.some((r, i) => r.filenode !== relations[i]?.filenode))
+    throw new Error(`${variant.name}: relations rewritten`);
   return walOf(pool, from, to, relations);
 }
 
@@ -259,7 +270,12 @@ async function main(): Promise<void> {
       ),
     ];
     // Warm-up: plans, catalogs, the first pages of every relation.
-    for (const v of variants) await run(pool, v, Array.from({ length: BATCH }, (_, i) => job(`warm-${v.name}`, i)));
+    for (const v of variants)
+      await run(
+        pool,
+        v,
+        Array.from({ length: BATCH }, (_, i) => job(`warm-${v.name}`, i)),
+      );
 
     const perJob = new Map<string, number[]>(variants.map((v) => [v.name, []]));
     const fpiPerJob = new Map<string, number[]>(variants.map((v) => [v.name, []]));
@@ -275,7 +291,9 @@ async function main(): Promise<void> {
         perJob.get(v.name)!.push(total / KEYS);
         fpiPerJob.get(v.name)!.push(fpi / KEYS);
         if (v === ledger) ledgerLines.push(lines);
-        process.stderr.write(`round ${r + 1} ${v.name}: ${Math.round(total / KEYS)} B/job (FPI ${Math.round(fpi / KEYS)})\n`);
+        process.stderr.write(
+          `round ${r + 1} ${v.name}: ${Math.round(total / KEYS)} B/job (FPI ${Math.round(fpi / KEYS)})\n`,
+        );
       }
     }
 
@@ -283,16 +301,32 @@ async function main(): Promise<void> {
     const keys = [...new Set(ledgerLines.flat().map(lineKey))].sort();
     const med = (k: string, f: (l: WalLine) => number) =>
       median(ledgerLines.map((lines) => lines.filter((l) => lineKey(l) === k).reduce((n, l) => n + f(l), 0) / KEYS));
-    console.log(`\nLedger WAL per fresh job by record (${KEYS} keys in batches of ${BATCH}, median of ${ROUNDS} rounds)`);
+    console.log(
+      `\nLedger WAL per fresh job by record (${KEYS} keys in batches of ${BATCH}, median of ${ROUNDS} rounds)`,
+    );
     printTable(
       ['resource manager / record', 'relation', 'records/job', 'B/job', 'of which FPI'],
       keys.map((k) => {
         const [rm, type, relation] = k.split('\t') as [string, string, string];
-        return [`${rm} ${type}`, relation, med(k, (l) => l.count).toFixed(2), med(k, (l) => l.bytes).toFixed(0), med(k, (l) => l.fpi).toFixed(0)];
+        return [
+          `${rm} ${type}`,
+          relation,
+          med(k, (l) => l.count).toFixed(2),
+          med(k, (l) => l.bytes).toFixed(0),
+          med(k, (l) => l.fpi).toFixed(0),
+        ];
       }),
     );
-    const updates = median(ledgerLines.map((ls) => ls.filter((l) => l.rm === 'Heap' && /^UPDATE/.test(l.type)).reduce((n, l) => n + l.count, 0)));
-    const hot = median(ledgerLines.map((ls) => ls.filter((l) => l.rm === 'Heap' && /^HOT_UPDATE/.test(l.type)).reduce((n, l) => n + l.count, 0)));
+    const updates = median(
+      ledgerLines.map((ls) =>
+        ls.filter((l) => l.rm === 'Heap' && /^UPDATE/.test(l.type)).reduce((n, l) => n + l.count, 0),
+      ),
+    );
+    const hot = median(
+      ledgerLines.map((ls) =>
+        ls.filter((l) => l.rm === 'Heap' && /^HOT_UPDATE/.test(l.type)).reduce((n, l) => n + l.count, 0),
+      ),
+    );
     const hotShare = hot / Math.max(1, hot + updates);
     console.log(`HOT completions: ${(hotShare * 100).toFixed(1)} %`);
 
@@ -329,14 +363,19 @@ async function main(): Promise<void> {
 
     // A locked row's size: claim one more batch without completing it.
     const locked = Array.from({ length: BATCH }, (_, i) => job('locked', i));
-    await pool.query(insertNew.text(tablesOf(schema)), insertNew.values({ claims: locked.map((j) => j.claim), clockOffsetMs: 0 }));
+    await pool.query(
+      insertNew.text(tablesOf(schema)),
+      insertNew.values({ claims: locked.map((j) => j.claim), clockOffsetMs: 0 }),
+    );
     const lockedSizes = await rowSizes(pool, ledgerTable, `status = 'locked'`);
     const completedSizes = new Map(await rowSizes(pool, ledgerTable, `status = 'completed'`));
     console.log('\nLedger row size (pg_column_size, average B): locked (after the claim), completed');
     printTable(
       ['column', 'locked', 'completed'],
       lockedSizes
-        .filter(([c]) => c === '(row)' || lockedSizes.find(([k]) => k === c)![1] > 0 || (completedSizes.get(c) ?? 0) > 0)
+        .filter(
+          ([c]) => c === '(row)' || lockedSizes.find(([k]) => k === c)![1] > 0 || (completedSizes.get(c) ?? 0) > 0,
+        )
         .map(([c, v]) => [c, v.toFixed(1), (completedSizes.get(c) ?? 0).toFixed(1)]),
     );
 

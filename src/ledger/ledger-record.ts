@@ -12,7 +12,7 @@ import type { LedgerRecord, LedgerStatus, RecordedError, Transition } from './ty
  */
 export function toRecord(row: Row): LedgerRecord {
   const key = row.key as string;
-  const transitions = parseTransitions(row.transitions);
+  const transitions = parseTransitions(row.transitions, key);
   const parts = row.namespace === null || row.namespace === undefined ? partsOfKey(key) : undefined;
   const lastClaim = transitions?.findLast((t) => TRANSITIONS[t.transition].by === 'claim');
   const status = row.status as LedgerStatus;
@@ -34,7 +34,8 @@ export function toRecord(row: Row): LedgerRecord {
     error: nullable<RecordedError>(row.error),
     retryable: nullable<boolean>(row.retryable),
     lastTransition: (nullable<Transition>(row.last_transition) ?? transitions?.at(-1)?.transition) as Transition,
-    // A completion clears them: the current claim's entry in the record holds them.
+    // A completion clears them and a fresh claim leaves them out (migration 0016): the current
+    // claim's entry in the record holds them.
     jobId: nullable<string>(row.job_id) ?? lastClaim?.jobId ?? null,
     queue: nullable<string>(row.queue) ?? lastClaim?.queue ?? null,
     taskId: nullable<string>(row.task_id),
