@@ -1,5 +1,5 @@
 import { nullable, type Row } from '../db/row.js';
-import { parseTransitions } from './recorded-transition.js';
+import { leaseHolder, parseTransitions } from './recorded-transition.js';
 import { TRANSITIONS } from './transitions.js';
 import type { LedgerRecord, LedgerStatus, RecordedError, Transition } from './types.js';
 
@@ -27,7 +27,13 @@ export function toRecord(row: Row): LedgerRecord {
     status,
     epoch: row.epoch as number,
     downstream: row.downstream as LedgerRecord['downstream'],
-    leaseOwner: nullable<string>(row.lease_owner),
+    leaseOwner: leaseHolder({
+      key,
+      status,
+      lease_owner: row.lease_owner,
+      lease_expires_at: row.lease_expires_at,
+      transitions: row.transitions,
+    }),
     leaseExpiresAt: nullable<Date>(row.lease_expires_at),
     retentionMs: Number(row.retention_ms),
     result: row.result ?? null,

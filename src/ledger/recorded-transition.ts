@@ -126,3 +126,21 @@ export function claimingJob(row: { key: string; job_id?: unknown; queue?: unknow
   const claim = parseTransitions(row.transitions, row.key)?.findLast((t) => TRANSITIONS[t.transition].by === 'claim');
   return { jobId: jobId ?? claim?.jobId ?? null, queue: queue ?? claim?.queue ?? null };
 }
+
+/**
+ * The owner of a locked row's lease: its column when the row stores it (a claim before migration
+ * 0016, or a takeover), else the current claim's entry in the record of transitions (`o`), which
+ * a fresh claim stores it in alone. Null when no lease is held.
+ */
+export function leaseHolder(row: {
+  key: string;
+  status?: unknown;
+  lease_owner?: unknown;
+  lease_expires_at?: unknown;
+  transitions?: unknown;
+}): string | null {
+  if (typeof row.lease_owner === 'string') return row.lease_owner;
+  if (row.status !== 'locked' || row.lease_expires_at === null || row.lease_expires_at === undefined) return null;
+  const claim = parseTransitions(row.transitions, row.key)?.findLast((t) => TRANSITIONS[t.transition].by === 'claim');
+  return claim?.owner ?? null;
+}

@@ -1,7 +1,7 @@
 /**
  * A batch of fresh claims completed right after (as a batch of fast jobs does): the completions
  * are HOT updates, their new versions on the claimed rows' pages (migration 0016), and the claim
- * stores the job id and queue once, in its entry of the record of transitions, a job id derived
+ * stores the lease owner, job id and queue once, in its entry of the record of transitions, a job id derived
  * from the key as a marker, read back whole.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -76,16 +76,23 @@ describe('fresh jobs in the ledger', () => {
     expect(after.hot - before.hot).toBeGreaterThanOrEqual(0.95 * n);
   });
 
-  it('a fresh claim stores its job id and queue once, read back whole', async () => {
+  it('a fresh claim stores its lease owner, job id and queue once, read back whole', async () => {
     const derived = 1_000;
     const other = 1_001;
     await claim(derived, undefined, 1);
     await claim(other, 'job-7', 1);
-    const rows = await t.query<{ key: string; job_id: string | null; queue: string | null; transitions: string }>(
-      `select key, job_id, queue, transitions from ${t.schema}.idempotency_ledger where key = any($1) order by key`,
+    const rows = await t.query<{
+      key: string;
+      lease_owner: string | null;
+      job_id: string | null;
+      queue: string | null;
+      transitions: string;
+    }>(
+      `select key, lease_owner, job_id, queue, transitions from ${t.schema}.idempotency_ledger where key = any($1) order by key`,
       [[boundedKey(keyOf(derived)), boundedKey(keyOf(other))]],
     );
     for (const r of rows.rows) {
+      expect(r.lease_owner).toBeNull();
       expect(r.job_id).toBeNull();
       expect(r.queue).toBeNull();
     }
@@ -97,6 +104,7 @@ describe('fresh jobs in the ledger', () => {
     const record = await ledger.get(keyOf(derived));
     expect(record?.jobId).toBe(jobIdFor(keyOf(derived)));
     expect(record?.queue).toBe('hot-queue');
+    expect(record?.leaseOwner).toBe('host-1:4242');
     expect(record?.transitions?.[0]?.jobId).toBe(jobIdFor(keyOf(derived)));
     expect((await ledger.get(keyOf(other)))?.jobId).toBe('job-7');
 

@@ -91,8 +91,8 @@ export const sweepAfter = (i: string) => `${CLAIM_NOW} + ${i}.retention_ms * int
 
 /**
  * The insert of a claimed row (epoch 1, locked) for each input row `i`; its FROM follows. With
- * `jobColumns` false the job id and queue columns are left null: the claim's entry in the record
- * of transitions holds them (`j`, `q`; migration 0016). The full claim stores them, since its
+ * `jobColumns` false the lease owner, job id and queue columns are left null: the claim's entry in
+ * the record of transitions holds them (`o`, `j`, `q`; migration 0016). The full claim stores them, since its
  * upsert's update takes the facts of its entry from the proposed row (`excluded`).
  */
 export const insertClaimed = (
@@ -101,6 +101,6 @@ export const insertClaimed = (
 ) => `insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
     downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
     updated_at, claimed_at, claim_transition, transitions, sweep_after)
-  select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, i.owner,
+  select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, ${jobColumns ? 'i.owner' : 'null'},
     ${CLAIM_NOW} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, ${jobColumns ? 'i.job_id, i.queue' : 'null, null'}, i.task_id, i.step_id,
     null, ${CLAIM_NOW}, null, null, '[' || ${code('claimed')} || ',1,' || ${ms(CLAIM_NOW)} || coalesce(',' || i.facts, '') || ']', ${sweepAfter('i')}`;
