@@ -379,6 +379,29 @@ async function main(): Promise<void> {
         .map(([c, v]) => [c, v.toFixed(1), (completedSizes.get(c) ?? 0).toFixed(1)]),
     );
 
+    // The sealed result (`{"$sealed": "bqs2.<key id>.<place>.<bytes>"}`) as jsonb, against the
+    // parts of its text: the place (operation and key, which the row holds already) and the
+    // sealed bytes, and those bytes as bytea (base64url is 4 characters per 3 bytes).
+    const sealed = (
+      await pool.query<Record<string, number>>(
+        `select avg(pg_column_size(result))::float8 as jsonb, avg(octet_length(s))::float8 as text,
+           avg(octet_length(split_part(s, '.', 3)))::float8 as place, avg(octet_length(split_part(s, '.', 4)))::float8 as body,
+           avg(floor(octet_length(split_part(s, '.', 4)) * 3 / 4.0))::float8 as body_bytes
+         from ${ledgerTable}, lateral (select result->>'$sealed' as s) x where status = 'completed'`,
+      )
+    ).rows[0]!;
+    console.log('\nSealed result (average B)');
+    printTable(
+      ['form', 'B'],
+      [
+        ['jsonb column', sealed.jsonb!.toFixed(1)],
+        ['sealed text', sealed.text!.toFixed(1)],
+        ['  of which place (base64url)', sealed.place!.toFixed(1)],
+        ['  of which sealed bytes (base64url)', sealed.body!.toFixed(1)],
+        ['sealed bytes as bytea', sealed.body_bytes!.toFixed(1)],
+      ],
+    );
+
     const wal = (name: string) => Math.round(median(perJob.get(name)!));
     const fpi = (name: string) => Math.round(median(fpiPerJob.get(name)!));
     jsonLine('ledger-wal', {
@@ -400,6 +423,8 @@ async function main(): Promise<void> {
       ledger_bytes_per_row: Math.round((disk.get('ledger') ?? []).reduce((n, [, b]) => n + b, 0)),
       row_bytes_locked: Math.round(lockedSizes[0]![1]),
       row_bytes_completed: Math.round(completedSizes.get('(row)') ?? 0),
+      result_jsonb_bytes: Math.round(sealed.jsonb!),
+      result_place_chars: Math.round(sealed.place!),
     });
   } finally {
     await pool.query(`drop schema if exists ${schema} cascade`).catch(() => {});
