@@ -423,6 +423,9 @@ async function main(): Promise<void> {
       ledger_bytes_per_row: Math.round((disk.get('ledger') ?? []).reduce((n, [, b]) => n + b, 0)),
       row_bytes_locked: Math.round(lockedSizes[0]![1]),
       row_bytes_completed: Math.round(completedSizes.get('(row)') ?? 0),
+      wal_by_record: Object.fromEntries(
+        keys.map((k) => [k.replace(/\t/g, ' ').trim(), Math.round(med(k, (l) => l.bytes))]).filter(([, b]) => b !== 0),
+      ),
       result_jsonb_bytes: Math.round(sealed.jsonb!),
       result_place_chars: Math.round(sealed.place!),
     });
