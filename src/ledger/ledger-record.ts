@@ -1,5 +1,5 @@
 import { nullable, type Row } from '../db/row.js';
-import { parseTransitions } from './recorded-transition.js';
+import { leaseHolder, parseTransitions } from './recorded-transition.js';
 import { TRANSITIONS } from './transitions.js';
 import type { LedgerRecord, LedgerStatus, RecordedError, Transition } from './types.js';
 
@@ -12,7 +12,7 @@ import type { LedgerRecord, LedgerStatus, RecordedError, Transition } from './ty
  */
 export function toRecord(row: Row): LedgerRecord {
   const key = row.key as string;
-  const transitions = parseTransitions(row.transitions);
+  const transitions = parseTransitions(row.transitions, key);
   const parts = row.namespace === null || row.namespace === undefined ? partsOfKey(key) : undefined;
   const lastClaim = transitions?.findLast((t) => TRANSITIONS[t.transition].by === 'claim');
   const status = row.status as LedgerStatus;
@@ -27,14 +27,21 @@ export function toRecord(row: Row): LedgerRecord {
     status,
     epoch: row.epoch as number,
     downstream: row.downstream as LedgerRecord['downstream'],
-    leaseOwner: nullable<string>(row.lease_owner),
+    leaseOwner: leaseHolder({
+      key,
+      status,
+      lease_owner: row.lease_owner,
+      lease_expires_at: row.lease_expires_at,
+      transitions: row.transitions,
+    }),
     leaseExpiresAt: nullable<Date>(row.lease_expires_at),
     retentionMs: Number(row.retention_ms),
     result: row.result ?? null,
     error: nullable<RecordedError>(row.error),
     retryable: nullable<boolean>(row.retryable),
     lastTransition: (nullable<Transition>(row.last_transition) ?? transitions?.at(-1)?.transition) as Transition,
-    // A completion clears them: the current claim's entry in the record holds them.
+    // A completion clears them and a fresh claim leaves them out (migration 0016): the current
+    // claim's entry in the record holds them.
     jobId: nullable<string>(row.job_id) ?? lastClaim?.jobId ?? null,
     queue: nullable<string>(row.queue) ?? lastClaim?.queue ?? null,
     taskId: nullable<string>(row.task_id),

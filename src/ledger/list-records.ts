@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { checkSchema } from '../db/connection.js';
+import { claimingJob } from './recorded-transition.js';
 import type { LedgerStatus } from './types.js';
 
 /** The statuses an operator lists: the rows that wait for someone (or for a lease to run out). */
@@ -55,8 +56,9 @@ export async function listRecords(pool: pg.Pool, schema: string, options: ListRe
     job_id: string | null;
     updated_at: Date;
     error_code: string | null;
+    transitions: string | null;
   }>(
-    `select key, status, epoch, operation, queue, job_id, updated_at, error->>'code' as error_code from ${table}
+    `select key, status, epoch, operation, queue, job_id, updated_at, error->>'code' as error_code, transitions from ${table}
 where key > $1 and ($2::text is null or status = $2) and ($3::text is null or operation = $3)
   and ($5::text[] is null or task_id = any($5::text[]))
 order by key limit $4`,
@@ -67,8 +69,7 @@ order by key limit $4`,
     status: r.status,
     epoch: r.epoch,
     operation: r.operation,
-    queue: r.queue,
-    jobId: r.job_id,
+    ...claimingJob(r),
     updatedAt: r.updated_at,
     errorCode: r.error_code,
   }));

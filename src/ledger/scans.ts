@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { checkSchema } from '../db/connection.js';
 import { toRecord } from './ledger-record.js';
+import { leaseHolder } from './recorded-transition.js';
 import type { LedgerRecord, LedgerStatus } from './types.js';
 
 /**
@@ -95,7 +96,7 @@ export async function ledgerStats(pool: pg.Pool, schema: string): Promise<Ledger
     pool.query(
       // A locked row's last write is its claim (a heartbeat moves only the lease): updated_at.
       `select now() as now, o.* from (select 1) one left join lateral (
-         select key, lease_owner, updated_at as claimed_at, lease_expires_at from ${t}
+         select key, status, lease_owner, updated_at as claimed_at, lease_expires_at, transitions from ${t}
          where status = 'locked' order by updated_at limit 1) o on true`,
     ),
   ]);
@@ -115,7 +116,7 @@ export async function ledgerStats(pool: pg.Pool, schema: string): Promise<Ledger
     oldestLease: l?.key
       ? {
           key: l.key,
-          owner: l.lease_owner ?? null,
+          owner: leaseHolder(l as Parameters<typeof leaseHolder>[0]),
           claimedAt: l.claimed_at,
           leaseExpiresAt: l.lease_expires_at ?? null,
         }

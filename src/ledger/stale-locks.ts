@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { checkSchema } from '../db/connection.js';
+import { claimingJob } from './recorded-transition.js';
 
 /** A `locked` row whose lease ran out long ago: its attempt died and nothing has taken it over. */
 export type StaleLock = {
@@ -51,8 +52,9 @@ export async function findStaleLocks(pool: pg.Pool, schema: string, options: Sta
     job_id: string | null;
     step_id: string | null;
     lease_expires_at: Date;
+    transitions: string | null;
   }>(
-    `select key, epoch, queue, job_id, step_id, lease_expires_at from ${table}
+    `select key, epoch, queue, job_id, step_id, lease_expires_at, transitions from ${table}
 where key > $1 and status = 'locked'
   and lease_expires_at < now() - greatest($3::int8 * interval '1 millisecond', 2 * (lease_expires_at - updated_at))
 order by key limit $2`,
@@ -61,8 +63,7 @@ order by key limit $2`,
   return res.rows.map((r) => ({
     key: r.key,
     epoch: r.epoch,
-    queue: r.queue,
-    jobId: r.job_id,
+    ...claimingJob(r),
     stepId: r.step_id,
     leaseExpiresAt: r.lease_expires_at,
   }));

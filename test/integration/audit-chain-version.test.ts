@@ -26,8 +26,8 @@ const event = (i: number) => ({
 beforeAll(async () => {
   await t.setup();
   pool = t.pool(4);
-  // Back to before the chain (0015, 0014, then 0013 reverted), and events stored as they were then.
-  for (let i = 0; i < 3; i++) await migrate({ connectionString: t.databaseUrl, schema: t.schema, to: 'down' });
+  // Back to before the chain (0016, 0015, 0014, then 0013 reverted), and events stored as they were then.
+  for (let i = 0; i < 4; i++) await migrate({ connectionString: t.databaseUrl, schema: t.schema, to: 'down' });
   const columns = await t.query(
     `select column_name from information_schema.columns where table_schema = $1 and table_name = 'audit_events'`,
     [t.schema],

@@ -454,8 +454,10 @@ describe('job id and queue of a completed row', () => {
     const key = newKey();
     const c = await ledger.claim(claimOf(key, { jobId: 'idem_job-1', queue: 'charges', owner: 'w1' }));
     if (c.kind !== 'acquired') throw new Error(c.kind);
-    // While the key is held, the columns name the job (the stale-lock redrive reads them).
-    expect(await row(key)).toMatchObject({ job_id: 'idem_job-1', queue: 'charges' });
+    // A fresh claim leaves the columns null (migration 0016): while the key is held, the claim's
+    // entry in the record names the job (the stale-lock redrive reads it there).
+    expect(await row(key)).toMatchObject({ job_id: null, queue: null });
+    expect(await ledger.get(key)).toMatchObject({ jobId: 'idem_job-1', queue: 'charges', status: 'locked' });
     await ledger.complete(key, c.epoch, { ok: true });
     expect(await row(key)).toMatchObject({ job_id: null, queue: null });
     expect(await ledger.get(key)).toMatchObject({ jobId: 'idem_job-1', queue: 'charges', status: 'completed' });
@@ -471,7 +473,11 @@ describe('job id and queue of a completed row', () => {
     const key = newKey();
     const c = await ledger.claim(claimOf(key, { jobId: 'idem_old', queue: 'legacy' }));
     if (c.kind !== 'acquired') throw new Error(c.kind);
-    await t.query(`update ${t.schema}.idempotency_ledger set transitions = null where key = $1`, [boundedKey(key)]);
+    // As such a row was stored: the job in the columns, no record.
+    await t.query(
+      `update ${t.schema}.idempotency_ledger set transitions = null, job_id = 'idem_old', queue = 'legacy' where key = $1`,
+      [boundedKey(key)],
+    );
     await ledger.complete(key, c.epoch, { ok: true });
     expect(await row(key)).toMatchObject({ job_id: 'idem_old', queue: 'legacy' });
     expect(await ledger.get(key)).toMatchObject({ jobId: 'idem_old', queue: 'legacy' });
@@ -554,8 +560,8 @@ describe('text Postgres cannot store', () => {
     const message = `${'x'.repeat(MAX_ERROR_MESSAGE_LENGTH - 1)}\u{1F600}`;
     await ledger.fail(key, c.epoch, { code: 'E\u0000', message }, 'terminal');
     const r = await row(key);
-    expect(r.job_id).toBe('job\uFFFDone');
-    expect(r.queue).toBe('q\uFFFD');
+    // Stored in the claim's entry of the record (a fresh claim leaves the columns null).
+    expect(await ledger.get(key)).toMatchObject({ jobId: 'job\uFFFDone', queue: 'q\uFFFD' });
     expect(r.error.code).toBe('E\uFFFD');
     expect(r.error.message).toBe(`${'x'.repeat(MAX_ERROR_MESSAGE_LENGTH - 1)}\uFFFD`);
   });

@@ -173,9 +173,18 @@ describe('migrate up, down and up again', () => {
     expect(result.results).toEqual([down(last)]);
     expect(await migrationRows(schema)).toEqual(migrationNames.slice(0, -1).map((name) => ({ name, n: 1 })));
     expect(await tablesOf(schema)).toContain(LEDGER);
-    // 0015's 'down' (the last) took the seeded fold; 0014's the digest version's column; 0013's
-    // the hash chains' tables; then 0011's the intents table.
-    expect(last).toBe('0015-audit-chain-seeded');
+    // 0016's 'down' (the last) gave the ledger back its fillfactor of 90; 0015's took the seeded
+    // fold; 0014's the digest version's column; 0013's the hash chains' tables; then 0011's the
+    // intents table.
+    expect(last).toBe('0016-ledger-hot-completions');
+    const fillfactor = async () =>
+      (
+        await t.query(`select array_to_string(reloptions, ',') as o from pg_class where oid = $1::regclass`, [
+          `${schema}.${LEDGER}`,
+        ])
+      ).rows[0]?.o as string;
+    expect(await fillfactor()).toBe('fillfactor=90');
+    expect(await downTo(schema, '0015-audit-chain-seeded')).toEqual([down('0015-audit-chain-seeded')]);
     const aggregates = async () =>
       (
         await t.query(

@@ -1,3 +1,4 @@
+import { DERIVED_JOB_ID, derivedJobId } from '../recorded-transition.js';
 import { code, fpBytes, ms, now } from './fragments.js';
 import type { Clock } from './statement.js';
 
@@ -49,13 +50,14 @@ export type ClaimBatch = { claims: readonly ClaimParams[] } & Clock;
  * A new claim's facts as its record of transitions stores them (see fragments.ts: `o` owner,
  * `j` job id, `q` queue, `k` task id, nulls left out), or null when it has none. Made here as JSON
  * text rather than in Postgres: building, stripping and casting a jsonb object cost about 2 µs a
- * row of a fresh claim's insert.
+ * row of a fresh claim's insert. A job id derived from the key (what the library's jobs carry) is
+ * stored as the marker `1` ({@link DERIVED_JOB_ID}).
  */
 export function claimFactsText(c: ClaimParams): string | null {
   if (c.owner === null && c.jobId === null && c.queue === null && c.taskId === null) return null;
-  const facts: Record<string, string> = {};
+  const facts: Record<string, string | number> = {};
   if (c.owner !== null) facts.o = c.owner;
-  if (c.jobId !== null) facts.j = c.jobId;
+  if (c.jobId !== null) facts.j = c.jobId.length === 48 && c.jobId === derivedJobId(c.key) ? DERIVED_JOB_ID : c.jobId;
   if (c.queue !== null) facts.q = c.queue;
   if (c.taskId !== null) facts.k = c.taskId;
   return JSON.stringify(facts);
@@ -87,12 +89,18 @@ export const CLAIM_INPUT = `unnest($1::text[], $2::text[], $3::text[], $4::text[
  */
 export const sweepAfter = (i: string) => `${CLAIM_NOW} + ${i}.retention_ms * interval '1 millisecond'`;
 
-/** The insert of a claimed row (epoch 1, locked) for each input row `i`; its FROM follows. */
+/**
+ * The insert of a claimed row (epoch 1, locked) for each input row `i`; its FROM follows. With
+ * `jobColumns` false the lease owner, job id and queue columns are left null: the claim's entry in
+ * the record of transitions holds them (`o`, `j`, `q`; migration 0016). The full claim stores them, since its
+ * upsert's update takes the facts of its entry from the proposed row (`excluded`).
+ */
 export const insertClaimed = (
   table: string,
+  jobColumns = true,
 ) => `insert into ${table} as l (key, namespace, resource_key, version, operation, fingerprint, status, epoch,
     downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
     updated_at, claimed_at, claim_transition, transitions, sweep_after)
-  select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, i.owner,
-    ${CLAIM_NOW} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id,
+  select i.key, i.namespace, i.resource_key, i.version, i.operation, ${fpBytes('i.fingerprint')}, 'locked', 1, i.downstream, ${jobColumns ? 'i.owner' : 'null'},
+    ${CLAIM_NOW} + i.lease_ms * interval '1 millisecond', i.retention_ms, null, ${jobColumns ? 'i.job_id, i.queue' : 'null, null'}, i.task_id, i.step_id,
     null, ${CLAIM_NOW}, null, null, '[' || ${code('claimed')} || ',1,' || ${ms(CLAIM_NOW)} || coalesce(',' || i.facts, '') || ']', ${sweepAfter('i')}`;

@@ -4,8 +4,8 @@ insert into public.idempotency_ledger as l (key, namespace, resource_key, versio
     downstream, lease_owner, lease_expires_at, retention_ms, last_transition, job_id, queue, task_id, step_id, created_at,
     updated_at, claimed_at, claim_transition, transitions, sweep_after)
   select i.key, i.namespace, i.resource_key, i.version, i.operation, (case when octet_length(i.fingerprint) = 64 and i.fingerprint !~ '[^0-9a-f]' then decode(i.fingerprint, 'hex')
-    else convert_to(i.fingerprint, 'UTF8') || case when octet_length(i.fingerprint) = 32 then '\x00'::bytea else ''::bytea end end), 'locked', 1, i.downstream, i.owner,
-    (now() + $15::int8 * interval '1 millisecond') + i.lease_ms * interval '1 millisecond', i.retention_ms, null, i.job_id, i.queue, i.task_id, i.step_id,
+    else convert_to(i.fingerprint, 'UTF8') || case when octet_length(i.fingerprint) = 32 then '\x00'::bytea else ''::bytea end end), 'locked', 1, i.downstream, null,
+    (now() + $15::int8 * interval '1 millisecond') + i.lease_ms * interval '1 millisecond', i.retention_ms, null, null, null, i.task_id, i.step_id,
     null, (now() + $15::int8 * interval '1 millisecond'), null, null, '[' || 0 || ',1,' || floor(extract(epoch from (now() + $15::int8 * interval '1 millisecond')) * 1000)::int8 || coalesce(',' || i.facts, '') || ']', (now() + $15::int8 * interval '1 millisecond') + i.retention_ms * interval '1 millisecond'
   from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
     $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $16::text[])
