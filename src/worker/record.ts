@@ -31,6 +31,7 @@ export class AttemptEvents {
    * from the ledger's record of it, so the live event and the derived one are the same event.
    */
   transition(scope: EventScope, name: Transition, extra: Partial<WrapperEvent> = {}): void {
+    if (!this.sink) return;
     const spec: TransitionSpec = TRANSITIONS[name];
     const reasonCode = extra.reasonCode ?? spec.reasonCode;
     void this.emit(scope, spec.event, spec.decision, reasonCode ? { ...extra, reasonCode } : extra);
