@@ -102,7 +102,26 @@ export function isWellFormedKey(value: unknown): value is IdempotencyKey {
  * {@link boundedKey} for the form stored in the ledger and sent downstream.
  */
 export function canonicalKey(key: IdempotencyKey): string {
-  return `${encodeURIComponent(key.namespace)}:${encodeURIComponent(key.resourceKey)}:${encodeURIComponent(key.version)}`;
+  return `${encodedPart(key.namespace, lastNamespace)}:${encodedPart(key.resourceKey)}:${encodedPart(key.version, lastVersion)}`;
+}
+
+/** What `encodeURIComponent` leaves as it is: a part of only these is its own encoding. */
+const UNRESERVED = /^[A-Za-z0-9\-_.!~*'()]*$/;
+
+/** The last part encoded, and its encoding: an operation's keys share their namespace and version. */
+type LastEncoded = { part: string; encoded: string };
+const lastNamespace: LastEncoded = { part: '', encoded: '' };
+const lastVersion: LastEncoded = { part: '', encoded: '' };
+
+/** `encodeURIComponent(part)`, the same text (and the same URIError for a lone surrogate), made once per run of one part. */
+function encodedPart(part: string, last?: LastEncoded): string {
+  if (last !== undefined && last.part === part) return last.encoded;
+  const encoded = UNRESERVED.test(part) ? part : encodeURIComponent(part);
+  if (last !== undefined) {
+    last.part = part;
+    last.encoded = encoded;
+  }
+  return encoded;
 }
 
 const HASH_PREFIX_LENGTH = 200;

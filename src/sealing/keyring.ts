@@ -149,7 +149,7 @@ export class Keyring {
    */
   open<T>(sealed: Sealed<T> | string, place: SealPlace): T {
     const opened = this.openPlaced<T>(sealed, place.purpose);
-    assertPlace(opened.place, place, sealedKeyId(sealed) ?? null);
+    assertPlace(opened.place, place, () => sealedKeyId(sealed) ?? null);
     return opened.value;
   }
 
@@ -187,7 +187,7 @@ export class Keyring {
   /** Opens what {@link Keyring.sealBytes} made for `place`. */
   openBytes(sealed: string, place: SealPlace): Buffer {
     const opened = this.openBytesPlaced(sealed, place.purpose);
-    assertPlace(opened.place, place, sealedKeyId(sealed) ?? null);
+    assertPlace(opened.place, place, () => sealedKeyId(sealed) ?? null);
     return opened.bytes;
   }
 
@@ -202,7 +202,10 @@ export class Keyring {
       const decipher = createDecipheriv('aes-256-gcm', keys.seal, raw.subarray(0, IV_BYTES));
       decipher.setAAD(Buffer.from(`${SEALED_PREFIX}${parsed.keyId}.${parsed.placeText}`));
       decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
-      bytes = Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()]);
+      const head = decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES));
+      // GCM's final() authenticates and gives no more bytes: nothing to join then.
+      const tail = decipher.final();
+      bytes = tail.length === 0 ? head : Buffer.concat([head, tail]);
     } catch {
       throw new SealError(ERROR_CODES.sealInvalid, { keyId: parsed.keyId, purpose });
     }

@@ -159,8 +159,26 @@ export function placeMismatch(found: SealPlace, expected: Partial<SealPlace>): (
   return out;
 }
 
-export function assertPlace(found: SealPlace, expected: SealPlace, keyId: string | null): void {
+/**
+ * Refuses a seal found at another place than `expected` (`IDEMPOTENCY_SEAL_MISPLACED`, naming the
+ * parts that differ). `keyId` is the sealed text's key id, or a function giving it: it is only
+ * needed for the error.
+ */
+export function assertPlace(found: SealPlace, expected: SealPlace, keyId: string | null | (() => string | null)): void {
+  // Every seal that opens is checked here: the same place passes without building anything.
+  if (
+    found.key === expected.key &&
+    found.operation === expected.operation &&
+    found.purpose === expected.purpose &&
+    (found.field ?? '') === (expected.field ?? '')
+  ) {
+    return;
+  }
   const mismatch = placeMismatch(found, { ...expected, field: expected.field ?? '' });
   if (mismatch.length > 0)
-    throw new SealError(ERROR_CODES.sealMisplaced, { keyId, purpose: expected.purpose, mismatch });
+    throw new SealError(ERROR_CODES.sealMisplaced, {
+      keyId: typeof keyId === 'function' ? keyId() : keyId,
+      purpose: expected.purpose,
+      mismatch,
+    });
 }

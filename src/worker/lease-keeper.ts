@@ -98,8 +98,8 @@ export class LeaseKeeper {
   private stopped = false;
   /** A renewal found the claim's row gone (or at a lower epoch): renewals stop, see `renew`. */
   private recordLost = false;
-  private listening = false;
-  private readonly onOuterAbort = () => this.controller?.abort(this.outer?.reason);
+  /** The listener on `outer`, made with the signal: most attempts never read the signal. */
+  private onOuterAbort: (() => void) | undefined;
 
   private readonly ledger: AttemptLedger;
   private readonly key: string;
@@ -137,8 +137,8 @@ export class LeaseKeeper {
       else if (this.outer?.aborted) this.controller.abort(this.outer.reason);
       else if (this.outer && !this.stopped) {
         // One listener, removed at stop(), rather than AbortSignal.any(): this runs for every job.
+        this.onOuterAbort = () => this.controller?.abort(this.outer?.reason);
         this.outer.addEventListener('abort', this.onOuterAbort, { once: true });
-        this.listening = true;
       }
     }
     return this.controller.signal;
@@ -152,8 +152,8 @@ export class LeaseKeeper {
     this.stopped = true;
     clearTimeout(this.renewTimer);
     clearTimeout(this.expiryTimer);
-    if (this.listening) this.outer?.removeEventListener('abort', this.onOuterAbort);
-    this.listening = false;
+    if (this.onOuterAbort) this.outer?.removeEventListener('abort', this.onOuterAbort);
+    this.onOuterAbort = undefined;
   }
 
   /** When the signal fires unless a renewal answers first. */

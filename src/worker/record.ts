@@ -31,6 +31,7 @@ export class AttemptEvents {
    * from the ledger's record of it, so the live event and the derived one are the same event.
    */
   transition(scope: EventScope, name: Transition, extra: Partial<WrapperEvent> = {}): void {
+    if (!this.sink) return;
     const spec: TransitionSpec = TRANSITIONS[name];
     const reasonCode = extra.reasonCode ?? spec.reasonCode;
     void this.emit(scope, spec.event, spec.decision, reasonCode ? { ...extra, reasonCode } : extra);
@@ -367,17 +368,20 @@ export async function persist<T>(
   }
 }
 
+// What a landed write returns, read from its record: functions made once, not per write (every
+// completion builds its `Landed`, and a function made per call costs an allocation each time).
+const completionOf = (rec: LedgerRecord): { at: Date; result: unknown } => ({
+  at: rec.completedAt ?? rec.updatedAt,
+  result: rec.result,
+});
+const updatedAtOf = (rec: LedgerRecord): { at: Date } => ({ at: rec.updatedAt });
+
 /** A completion that landed although its answer was lost: its receipt, read from the record. */
 export function landedCompletion(key: string, epoch: number): Landed<{ at: Date; result: unknown }> {
-  return {
-    key,
-    epoch,
-    status: 'completed',
-    value: (rec) => ({ at: rec.completedAt ?? rec.updatedAt, result: rec.result }),
-  };
+  return { key, epoch, status: 'completed', value: completionOf };
 }
 
 /** A fail, release or markUnknown that landed although its answer was lost. */
 export function landedAs(key: string, epoch: number, status: LedgerStatus): Landed<{ at: Date }> {
-  return { key, epoch, status, value: (rec) => ({ at: rec.updatedAt }) };
+  return { key, epoch, status, value: updatedAtOf };
 }

@@ -72,7 +72,13 @@ export function factsOf(job: Job): AttemptFacts {
   };
 }
 
-export type ResolvedJob = { input: unknown; key: IdempotencyKey; taskId: string | undefined };
+export type ResolvedJob = {
+  input: unknown;
+  key: IdempotencyKey;
+  /** The bounded key string of `key`. */
+  k: string;
+  taskId: string | undefined;
+};
 
 /**
  * Reads the input and the operation key of a job. A job enqueued by the producer helper carries
@@ -85,8 +91,10 @@ export type ResolvedJob = { input: unknown; key: IdempotencyKey; taskId: string 
 export function resolveJob(op: Operation, job: Job, keyring: Keyring): ResolvedJob {
   let input: unknown;
   let key: IdempotencyKey;
+  let k: string;
   let taskId: string | undefined;
   const data = withoutParkedMark(job.data);
+  const occurrence = schedulerOccurrence(job);
   if (looksLikeEnvelope(data)) {
     const envelope = readEnvelope(data) ?? parseEnvelope(op, data);
     const meta = envelope[ENVELOPE_FIELD];
@@ -96,23 +104,26 @@ export function resolveJob(op: Operation, job: Job, keyring: Keyring): ResolvedJ
       ]);
     }
     const opened = openInput(op, envelope.input, keyring, true);
-    assertInputKey(opened, boundedKey(meta.key));
+    k = boundedKey(meta.key);
+    assertInputKey(opened, k);
     input = op.parseInput(opened.input);
     key = ownKey(op, meta.key, input);
     taskId = meta.taskId;
   } else {
     const opened = openInput(op, data, keyring, false);
     input = op.parseInput(opened.input);
-    const occurrence = schedulerOccurrence(job);
     // A scheduler's template data is the same for every occurrence: without a resourceKey
     // function the scheduler id names the operation, and the occurrence time is added below.
     key =
       occurrence && !op.definition.resourceKey ? op.keyFor(input, `scheduler:${job.repeatJobKey}`) : op.keyFor(input);
-    assertInputKey(opened, boundedKey(key));
+    k = boundedKey(key);
+    assertInputKey(opened, k);
   }
-  const occurrence = schedulerOccurrence(job);
-  if (occurrence) key = parseIdempotencyKey({ ...key, resourceKey: `${key.resourceKey}@${occurrence}` });
-  return { input, key, taskId };
+  if (occurrence) {
+    key = parseIdempotencyKey({ ...key, resourceKey: `${key.resourceKey}@${occurrence}` });
+    k = boundedKey(key);
+  }
+  return { input, key, k, taskId };
 }
 
 /**
@@ -122,6 +133,15 @@ export function resolveJob(op: Operation, job: Job, keyring: Keyring): ResolvedJ
  * conflict): refused as invalid input, before any claim.
  */
 function ownKey(op: Operation, carried: IdempotencyKey, input: unknown): IdempotencyKey {
+  // The carried key is well-formed (read through the key schema): one whose namespace and version
+  // are the operation's is its own key as it stands, with nothing made or checked again.
+  const { namespace } = op.definition;
+  if (
+    carried.version === op.version &&
+    carried.namespace === (typeof namespace === 'function' ? namespace(input) : namespace)
+  ) {
+    return carried;
+  }
   const own = op.keyFor(input, carried.resourceKey);
   const issues = (['namespace', 'version'] as const)
     .filter((part) => carried[part] !== own[part])

@@ -4,7 +4,6 @@ import { parkedMark, recheckParked } from '../confirm/parked-job.js';
 import { isInfraError } from '../db/unreachable.js';
 import { RecordLostError, StaleEpochError } from '../errors/errors.js';
 import { isIdempotencyError } from '../errors/idempotency-error.js';
-import { boundedKey } from '../keys/idempotency-key.js';
 import { ObservedLedger, observedSink } from '../observability/observed.js';
 import { runPhase } from '../observability/observer.js';
 import type { Operation } from '../operation/operation.js';
@@ -150,7 +149,7 @@ export class AttemptRunner<I, R, DB> {
         job,
         token,
         key: resolved.key,
-        k: boundedKey(resolved.key),
+        k: resolved.k,
         taskId: resolved.taskId,
         facts,
       };

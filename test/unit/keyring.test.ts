@@ -6,7 +6,7 @@ import { fingerprint } from '../../src/fingerprint/fingerprint.js';
 import { fingerprintKeyId, keyedFingerprint } from '../../src/fingerprint/keyed-fingerprint.js';
 import { defineKeyring, parseKeyringSpec } from '../../src/sealing/keyring.js';
 import { sealResult, unseal } from '../../src/sealing/sealed-result.js';
-import { isSealed } from '../../src/sealing/sealed-text.js';
+import { isSealed, type SealPlace } from '../../src/sealing/sealed-text.js';
 import { codeOf } from '../helpers/code-of.js';
 import { medianCpuMs } from '../helpers/cpu-time.js';
 
@@ -142,6 +142,39 @@ describe('keyring', () => {
     expect(codeOf(() => ring.open('bqs2.k1.', AT))).toBe('IDEMPOTENCY_SEAL_INVALID');
     expect(codeOf(() => ring.open('not sealed', AT))).toBe('IDEMPOTENCY_SEAL_INVALID');
     expect(codeOf(() => ring.open(sealed, { ...AT, purpose: 'error' }))).toBe('IDEMPOTENCY_SEAL_MISPLACED');
+  });
+
+  it('opened at another place, a seal is refused naming its key id, its purpose and every part that differs', () => {
+    const ring = defineKeyring({ keys: [{ id: 'k1', secret: secret() }] });
+    const place: SealPlace = { purpose: 'input', operation: 'op', field: 'card', key: 'k' };
+    const sealed = ring.seal('4111', place);
+    const bytes = ring.sealBytes(Buffer.from('x'), place);
+    const cases: [Partial<SealPlace>, string[]][] = [
+      [{ operation: 'other' }, ['operation']],
+      [{ key: 'other' }, ['key']],
+      [{ field: 'pin' }, ['field']],
+      [{ operation: 'other', field: '', key: 'other' }, ['operation', 'field', 'key']],
+    ];
+    for (const [change, mismatch] of cases) {
+      const at = { ...place, ...change };
+      for (const open of [() => ring.open(sealed, at), () => ring.openBytes(bytes, at)]) {
+        let thrown: unknown;
+        try {
+          open();
+        } catch (err) {
+          thrown = err;
+        }
+        expect(thrown).toMatchObject({
+          code: 'IDEMPOTENCY_SEAL_MISPLACED',
+          details: { keyId: 'k1', purpose: 'input', mismatch },
+        });
+      }
+    }
+    expect(ring.open(sealed, place)).toBe('4111');
+    expect(ring.openBytes(bytes, place).toString()).toBe('x');
+    // A whole value's place has no field: absent and empty are the same place.
+    const whole = ring.seal(1, AT);
+    expect(ring.open(whole, { ...AT, field: '' })).toBe(1);
   });
 
   it('a value that cannot be copied (a function, a symbol) is refused with a stable code', () => {

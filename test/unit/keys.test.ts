@@ -169,6 +169,43 @@ describe('canonicalKey', () => {
   it('is the documented percent-encoded form', () => {
     expect(canonicalKey(valid)).toBe('acme%2Fassets.create:task%3A42:v1');
   });
+
+  it('is each part through encodeURIComponent, whatever keys came before (a part repeated, or one that differs)', () => {
+    const encoded = (k: IdempotencyKey) =>
+      `${encodeURIComponent(k.namespace)}:${encodeURIComponent(k.resourceKey)}:${encodeURIComponent(k.version)}`;
+    const parts = fc.oneof(
+      fc.constantFrom(
+        'a',
+        "A-z_0.9!~*'()",
+        'acme/assets.create',
+        'v1',
+        '',
+        ' ',
+        '%41',
+        'é',
+        '😀',
+        'a:b#c?d&e',
+        'x\ud800',
+      ),
+      fc.string({ unit: 'binary', maxLength: 12 }),
+    );
+    const anyKey = fc.record({ namespace: parts, resourceKey: parts, version: parts });
+    fc.assert(
+      fc.property(fc.array(anyKey, { minLength: 1, maxLength: 8 }), (keys) => {
+        for (const k of keys) {
+          let expected: string | Error;
+          try {
+            expected = encoded(k);
+          } catch (err) {
+            expected = err as Error;
+          }
+          if (typeof expected === 'string') expect(canonicalKey(k)).toBe(expected);
+          else expect(() => canonicalKey(k)).toThrow(URIError);
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
 });
 
 describe('boundedKey', () => {
