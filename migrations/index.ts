@@ -13,6 +13,7 @@ import { intentsMigration } from './0011-intents.js';
 import { auditChainMigration } from './0013-audit-chain.js';
 import { auditChainVersionMigration } from './0014-audit-chain-version.js';
 import { auditChainSeededMigration } from './0015-audit-chain-seeded.js';
+import { auditSlimIndexesMigration } from './0017-audit-slim-indexes.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -31,5 +32,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0013-audit-chain': auditChainMigration(schema),
     '0014-audit-chain-version': auditChainVersionMigration(schema),
     '0015-audit-chain-seeded': auditChainSeededMigration(schema),
+    '0017-audit-slim-indexes': auditSlimIndexesMigration(schema),
   };
 }
