@@ -140,14 +140,13 @@ async function startWriterProcess(): Promise<ChildProcess> {
     {
       env: {
         ...process.env,
-        DATABASE_URL: databaseUrl,
+        // Names its Postgres sessions, so that their CPU is told from other clients' (cpuOf).
+        DATABASE_URL: `${databaseUrl}${databaseUrl.includes('?') ? '&' : '?'}application_name=${APP_NAME}`,
         REDIS_URL: redisUrl,
         BQI_SCHEMA: schema,
         BQI_PREFIX: prefix,
         BQI_AUDIT_QUEUE: 'audit',
         LOG_LEVEL: 'info',
-        // Names its Postgres sessions, so that their CPU is told from other clients' (cpuOf).
-        PGAPPNAME: APP_NAME,
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
