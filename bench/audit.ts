@@ -34,7 +34,7 @@ import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
 import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
-import { cpuSnapshot, cpuSplit } from './lib/proc-cpu.js';
+import { type CpuSnapshot, cpuSnapshot, cpuSplit } from './lib/proc-cpu.js';
 import { median } from './lib/stats.js';
 import { printTable } from './lib/table.js';
 
@@ -59,6 +59,29 @@ const connection = { url: redisUrl, maxRetriesPerRequest: null };
 /** Tables stored with each event besides audit_events itself: the event-id table (migrations/0006). */
 const AUDIT_SIDE_TABLES = ['audit_event_ids'];
 const log = (s: string) => process.stderr.write(`${s}\n`);
+/** The Postgres sessions of this run (the writer's and this process's): their backends' CPU is the Postgres figure. */
+const APP_NAME = `bench-audit-${id}`;
+
+/**
+ * CPU seconds between two snapshots of the processes `pids` (a process born meanwhile counts from
+ * zero). On a machine shared with other work, only this run's own processes are counted: the
+ * writer by its pid, Postgres by the backends of this run's sessions.
+ */
+function cpuOf(before: CpuSnapshot | undefined, after: CpuSnapshot | undefined, pids: Iterable<number>): number {
+  if (!before || !after) return Number.NaN;
+  let ticks = 0;
+  for (const pid of pids) {
+    const now = after.procs.get(pid);
+    if (now) ticks += now.ticks - (before.procs.get(pid)?.ticks ?? 0);
+  }
+  return ticks / 100;
+}
+
+async function backendPids(pool: pg.Pool): Promise<number[]> {
+  return (await pool.query('select pid from pg_stat_activity where application_name = $1', [APP_NAME])).rows.map((r) =>
+    Number(r.pid),
+  );
+}
 
 const policy = defineRedactionPolicy({
   version: 'bench-1',
@@ -117,7 +140,8 @@ async function startWriterProcess(): Promise<ChildProcess> {
     {
       env: {
         ...process.env,
-        DATABASE_URL: databaseUrl,
+        // Names its Postgres sessions, so that their CPU is told from other clients' (cpuOf).
+        DATABASE_URL: `${databaseUrl}${databaseUrl.includes('?') ? '&' : '?'}application_name=${APP_NAME}`,
         REDIS_URL: redisUrl,
         BQI_SCHEMA: schema,
         BQI_PREFIX: prefix,
@@ -173,7 +197,10 @@ async function waitForRows(pool: pg.Pool, queue: Queue, n: number): Promise<void
  * median of PIPELINE_BURSTS bursts. Lag: then a paced stream at half that rate, creation (worker
  * clock) to row (database clock).
  */
-async function pipeline(pool: pg.Pool): Promise<{
+async function pipeline(
+  pool: pg.Pool,
+  writerPid: number,
+): Promise<{
   perSecond: number;
   bursts: number[];
   p50: number;
@@ -200,20 +227,23 @@ async function pipeline(pool: pg.Pool): Promise<{
     const walBefore = await walPosition(pool);
     for (let b = 0; b < PIPELINE_BURSTS; b++) {
       const started = performance.now();
+      const pgBefore = await backendPids(pool);
       const cpuBefore = cpuSnapshot();
       await emitAll(emitter, b * PIPELINE_EVENTS, PIPELINE_EVENTS);
       await waitForRows(pool, queue, (b + 1) * PIPELINE_EVENTS);
       bursts.push(PIPELINE_EVENTS / ((performance.now() - started) / 1000));
-      const cpu = cpuSplit(cpuBefore, cpuSnapshot());
+      const cpuAfter = cpuSnapshot();
+      const cpu = cpuSplit(cpuBefore, cpuAfter);
       if (cpu) {
         const per1000 = (x: number) => ((x / PIPELINE_EVENTS) * 1000).toFixed(3);
-        const writer = cpu.others.find(([comm]) => comm === 'node')?.[1] ?? 0;
+        const writer = cpuOf(cpuBefore, cpuAfter, [writerPid]);
+        const postgres = cpuOf(cpuBefore, cpuAfter, new Set([...pgBefore, ...(await backendPids(pool))]));
         const us = (x: number) => (x / PIPELINE_EVENTS) * 1e6;
         cpuUs.emitter.push(us(cpu.node));
         cpuUs.writer.push(us(writer));
-        cpuUs.postgres.push(us(cpu.postgres));
+        cpuUs.postgres.push(us(postgres));
         log(
-          `burst ${b + 1}: ${Math.round(bursts[b] as number)} events/s; CPU s per 1000 events: emitter ${per1000(cpu.node)}, writer ${per1000(writer)}, postgres ${per1000(cpu.postgres)}, redis ${per1000(cpu.redis)}, idle ${per1000(cpu.idle)}`,
+          `burst ${b + 1}: ${Math.round(bursts[b] as number)} events/s; CPU s per 1000 events: emitter ${per1000(cpu.node)}, writer ${per1000(writer)}, postgres ${per1000(postgres)} (all backends ${per1000(cpu.postgres)}), redis ${per1000(cpu.redis)}, idle ${per1000(cpu.idle)}`,
         );
       }
     }
@@ -325,7 +355,7 @@ async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolea
 }
 
 await migrate({ connectionString: databaseUrl, schema });
-const pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
+const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, application_name: APP_NAME });
 const ledger = new PostgresLedger({ pool, schema });
 let writer: ChildProcess | undefined;
 try {
@@ -333,14 +363,27 @@ try {
   const redaction = PIPELINE_ONLY ? Number.NaN : redactionPerSecond();
   log(`pipeline: ${PIPELINE_BURSTS} bursts of ${PIPELINE_EVENTS} events...`);
   writer = await startWriterProcess();
-  const pipe = await pipeline(pool);
+  const pipe = await pipeline(pool, writer.pid as number);
   // The hash chains the pipeline wrote, walked whole: every event's digest recomputed.
   const verifyStarted = performance.now();
   const verified = CHAINED
     ? await verifyAuditChains(pool, schema)
     : { ok: true, events: Number.NaN, chains: 0, problems: [] };
   const verifySeconds = (performance.now() - verifyStarted) / 1000;
-  if (!verified.ok) throw new Error(`audit chains broken: ${JSON.stringify(verified.problems[0])}`);
+  if (!verified.ok) {
+    // What the chains hold against their heads, read now (after the walk), to tell a broken chain
+    // from rows that arrived while it was walked.
+    const now = await pool.query(
+      `select a.day::text, a.slot, a.seq as head, (select max(chain_seq) from ${schema}.audit_events e
+         where e.chain_slot = a.slot and (e.created_at at time zone 'UTC')::date = a.day) as last,
+         (select count(*) from ${schema}.audit_events) as events
+       from ${schema}.audit_chains a order by a.day, a.slot`,
+    );
+    log(`chains now: ${JSON.stringify(now.rows)}; problems: ${JSON.stringify(verified.problems.slice(0, 5))}`);
+    // Figures first (they do not depend on the walk), then the failure.
+    process.exitCode = 1;
+    log(`audit chains broken: ${JSON.stringify(verified.problems[0])}`);
+  }
   // The pipeline leaves ~0.3 GB of WAL and dirty pages behind; flush them now rather than in a
   // checkpoint that would land in the middle of the wrapper rounds (needs superuser; best effort).
   await pool.query('checkpoint').catch(() => log('checkpoint refused (not a superuser): the rounds may overlap one'));
@@ -387,6 +430,7 @@ try {
     bytes_per_event: Math.round(pipe.bytesPerEvent),
     wal_per_event: Math.round(pipe.walPerEvent),
     verify_per_s: CHAINED ? Math.round(verified.events / verifySeconds) : null,
+    verify_ok: verified.ok,
     emitter_cpu_us_per_event: Math.round(pipe.cpu.emitter),
     writer_cpu_us_per_event: Math.round(pipe.cpu.writer),
     postgres_cpu_us_per_event: Math.round(pipe.cpu.postgres),

@@ -14,6 +14,7 @@ import { auditChainMigration } from './0013-audit-chain.js';
 import { auditChainVersionMigration } from './0014-audit-chain-version.js';
 import { auditChainSeededMigration } from './0015-audit-chain-seeded.js';
 import { ledgerHotCompletionsMigration } from './0016-ledger-hot-completions.js';
+import { auditSlimIndexesMigration } from './0017-audit-slim-indexes.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -33,5 +34,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0014-audit-chain-version': auditChainVersionMigration(schema),
     '0015-audit-chain-seeded': auditChainSeededMigration(schema),
     '0016-ledger-hot-completions': ledgerHotCompletionsMigration(schema),
+    '0017-audit-slim-indexes': auditSlimIndexesMigration(schema),
   };
 }

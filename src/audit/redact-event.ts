@@ -46,30 +46,53 @@ type EventFields = Partial<Record<keyof AuditEvent, unknown>>;
 
 export type Grammar = (v: string, e: EventFields) => boolean;
 
+/** Values a field's passing verdicts are remembered for, before its memory starts over. */
+const MAX_REMEMBERED = 4096;
+
+/**
+ * A grammar that depends on the value alone, remembering the values it passed: the clear-text
+ * fields repeat from event to event (an actor, an action, a queue, a job's key in each of its
+ * events), and each check runs a handful of regular expressions. Only passing values are kept:
+ * they are stored in clear anyway, while a failing one (a secret in the wrong field) becomes a
+ * reference and is not held on to. Bounded: past {@link MAX_REMEMBERED} values it starts over.
+ */
+function remembered(grammar: (v: string) => boolean): (v: string) => boolean {
+  const passed = new Set<string>();
+  return (v) => {
+    if (passed.has(v)) return true;
+    if (!grammar(v)) return false;
+    if (passed.size >= MAX_REMEMBERED) passed.clear();
+    passed.add(v);
+    return true;
+  };
+}
+
 /**
  * The grammar of each field, with the application's declared identifier formats (see
  * `identifier-formats.ts`). `resourceId` takes the bounded key form only in the library's own
- * events about a key; a job id `idem_…` must be the hash of the event's own key.
+ * events about a key; a job id `idem_…` must be the hash of the event's own key. Each set of
+ * grammars remembers the values it passed (see {@link remembered}).
  */
 function grammarsOf(formats: CompiledIdentifierFormats): readonly [TextField, Grammar][] {
-  const id =
-    (field: TextField, max: number): Grammar =>
-    (v) =>
-      isFieldIdentifier(field, v, max, formats);
+  const id = (field: TextField, max: number): Grammar => remembered((v) => isFieldIdentifier(field, v, max, formats));
+  const resourceId = remembered((v) => isFieldIdentifier('resourceId', v, 255, formats));
+  const resourceKey = remembered((v) => isLibraryKey(v, true));
+  const stateRef = (field: 'beforeStateRef' | 'afterStateRef') =>
+    remembered((v) => isStateRef(v) || (formats.declared && formats.matches(field, v)));
   return [
     ['actorId', id('actorId', 200)],
-    ['action', isActionName],
-    ['resourceType', isTypeName],
+    ['action', remembered(isActionName)],
+    ['resourceType', remembered(isTypeName)],
     [
       'resourceId',
       (v, e) =>
-        isFieldIdentifier('resourceId', v, 255, formats) ||
-        isLibraryKey(v, e.actorType === 'system' && e.resourceType === 'idempotency_key'),
+        resourceId(v) ||
+        (e.actorType === 'system' && e.resourceType === 'idempotency_key' ? resourceKey(v) : isLibraryKey(v, false)),
     ],
-    ['reasonCode', (v) => isCode(v) || (formats.declared && formats.matches('reasonCode', v))],
+    ['reasonCode', remembered((v) => isCode(v) || (formats.declared && formats.matches('reasonCode', v)))],
     ['taskId', id('taskId', 200)],
     ['stepId', id('stepId', 200)],
-    ['operationId', (v) => isFieldIdentifier('operationId', v, 255, formats) || isLibraryKey(v, true)],
+    ['operationId', remembered((v) => isFieldIdentifier('operationId', v, 255, formats) || isLibraryKey(v, true))],
     ['operation', id('operation', 200)],
     [
       'jobId',
@@ -78,8 +101,8 @@ function grammarsOf(formats: CompiledIdentifierFormats): readonly [TextField, Gr
         (formats.declared && v.length <= 255 && formats.matches('jobId', v)),
     ],
     ['queue', id('queue', 200)],
-    ['beforeStateRef', (v) => isStateRef(v) || (formats.declared && formats.matches('beforeStateRef', v))],
-    ['afterStateRef', (v) => isStateRef(v) || (formats.declared && formats.matches('afterStateRef', v))],
+    ['beforeStateRef', stateRef('beforeStateRef')],
+    ['afterStateRef', stateRef('afterStateRef')],
   ];
 }
 

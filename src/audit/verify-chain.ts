@@ -92,16 +92,47 @@ const PAGE = 5000;
  * out of order; `ok` is true when there is none. A day whose partition was dropped starts from its
  * recorded anchor (`audit_chain_anchors`).
  *
+ * Given a pool, it reads the trail as of one moment (a read-only REPEATABLE READ transaction on
+ * one of its connections), so writers may go on appending while it walks; given a single
+ * connection, it reads through it as it is (open a snapshot first on a trail being written).
+ *
  * @example
  * const r = await verifyAuditChains(pool, 'public');
  * if (!r.ok) console.error(r.problems[0]);
  */
 export async function verifyAuditChains(
-  db: SqlRunner,
+  db: SqlRunner | PoolLike,
   schema: string,
   options: VerifyOptions = {},
 ): Promise<VerifyResult> {
   const s = checkSchema(schema);
+  if (!isPool(db)) return walkChains(db, s, options);
+  // One moment of the trail: the heads, the events and the event ids read in one snapshot. Read
+  // statement by statement, a batch stored between the read of the heads and the walk would
+  // stand past its chain's head, and one stored during the walk could be read in part. (The
+  // snapshot holds back vacuum's horizon while the walk lasts.)
+  const client = await db.connect();
+  try {
+    await client.query('begin isolation level repeatable read read only');
+    const result = await walkChains(client, s, options);
+    await client.query('commit');
+    return result;
+  } catch (err) {
+    await client.query('rollback').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/** A pool of connections (`pg.Pool`): verify takes one of them for its snapshot. */
+export type PoolLike = SqlRunner & { connect(): Promise<SqlRunner & { release(err?: Error | boolean): void }> };
+
+const isPool = (db: SqlRunner | PoolLike): db is PoolLike =>
+  typeof (db as { connect?: unknown }).connect === 'function';
+
+/** The walk of {@link verifyAuditChains}, its reads all on `db` (a pool's connection in a snapshot, or what the caller gave). */
+async function walkChains(db: SqlRunner, s: string, options: VerifyOptions): Promise<VerifyResult> {
   const heads = new Map<string, { seq: number; digest: Buffer }>();
   for (const r of (await db.query(`select to_char(day, 'YYYY-MM-DD') as day, slot, seq, digest from ${s}.audit_chains`))
     .rows)

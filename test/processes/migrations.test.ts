@@ -169,20 +169,44 @@ describe('migrate up, down and up again', () => {
     const schema = extraSchema('down');
     await migrate({ connectionString: t.databaseUrl, schema });
     const last = migrationNames[migrationNames.length - 1]!;
+    const indexDefs = async () =>
+      (
+        await t.query(
+          `select indexdef from pg_indexes where schemaname = $1 and tablename in ('audit_events', 'audit_event_ids')`,
+          [schema],
+        )
+      ).rows.map((r) => (r.indexdef as string).replaceAll(`${schema}.`, ''));
+    expect(await indexDefs()).toEqual(
+      expect.arrayContaining([
+        'CREATE INDEX audit_events_task_idx ON ONLY audit_events USING btree (task_id) WHERE (task_id IS NOT NULL)',
+        'CREATE INDEX audit_events_operation_idx ON ONLY audit_events USING btree (operation_id) WHERE (operation_id IS NOT NULL)',
+        'CREATE INDEX audit_event_ids_created_idx ON audit_event_ids USING brin (created_at)',
+      ]),
+    );
     const result = await migrate({ connectionString: t.databaseUrl, schema, to: 'down' });
     expect(result.results).toEqual([down(last)]);
     expect(await migrationRows(schema)).toEqual(migrationNames.slice(0, -1).map((name) => ({ name, n: 1 })));
     expect(await tablesOf(schema)).toContain(LEDGER);
-    // 0016's 'down' (the last) gave the ledger back its fillfactor of 90; 0015's took the seeded
+    // 0017's 'down' (the last) put the time back into the timeline's indexes and a B-tree on the
+    // event ids' time; 0016's gave the ledger back its fillfactor of 90; 0015's took the seeded
     // fold; 0014's the digest version's column; 0013's the hash chains' tables; then 0011's the
     // intents table.
-    expect(last).toBe('0016-ledger-hot-completions');
+    expect(last).toBe('0017-audit-slim-indexes');
+    expect(await indexDefs()).toEqual(
+      expect.arrayContaining([
+        'CREATE INDEX audit_events_task_idx ON ONLY audit_events USING btree (task_id, created_at) WHERE (task_id IS NOT NULL)',
+        'CREATE INDEX audit_events_operation_idx ON ONLY audit_events USING btree (operation_id, created_at)',
+        'CREATE INDEX audit_event_ids_created_idx ON audit_event_ids USING btree (created_at)',
+      ]),
+    );
     const fillfactor = async () =>
       (
         await t.query(`select array_to_string(reloptions, ',') as o from pg_class where oid = $1::regclass`, [
           `${schema}.${LEDGER}`,
         ])
       ).rows[0]?.o as string;
+    expect(await fillfactor()).toBe('fillfactor=35');
+    expect(await downTo(schema, '0016-ledger-hot-completions')).toEqual([down('0016-ledger-hot-completions')]);
     expect(await fillfactor()).toBe('fillfactor=90');
     expect(await downTo(schema, '0015-audit-chain-seeded')).toEqual([down('0015-audit-chain-seeded')]);
     const aggregates = async () =>

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { AuditEvent } from '../../src/audit/audit-event.js';
 import { auditRedactor } from '../../src/audit/redact-event.js';
+import { boundedKey } from '../../src/keys/idempotency-key.js';
 import { defineRedactionPolicy } from '../../src/redaction/define-policy.js';
 import { isKsuid, isObjectId, isUlid } from '../../src/redaction/identifier-formats.js';
 import { BUILTIN_FRESH, ksuid, objectId, PERSONAL_FORMATS, ulid } from '../fixtures/personal-corpus.js';
@@ -164,4 +165,27 @@ describe('secret and personal values pass no identifier field', () => {
     },
     CORPUS_TIMEOUT_MS,
   );
+
+  it('a verdict a policy remembers is its own: a value one policy declares stays a reference under another, however often seen', () => {
+    const value = 'task-abc-9f3b2c8d1e0a';
+    const clear = auditRedactor(declared);
+    const referenced = auditRedactor(plain);
+    for (let i = 0; i < 3; i++) {
+      expect(clear(event({ taskId: value })).taskId).toBe(value);
+      expect(referenced(event({ taskId: value })).taskId).toMatch(/^hmac:k1:/);
+    }
+    // A resource id in the bounded key form passes only in the library's own events about a key.
+    const key = boundedKey({
+      namespace: 'acme/orders',
+      resourceKey: Array(40).fill('line-item').join('.'),
+      version: 'v1',
+    });
+    expect(key).toContain('#');
+    const own = { actorType: 'system', resourceType: 'idempotency_key', resourceId: key } as const;
+    for (let i = 0; i < 3; i++) {
+      expect(referenced(event(own)).resourceId).toBe(key);
+      expect(referenced(event({ ...own, actorType: 'agent' })).resourceId).toMatch(/^hmac:k1:/);
+      expect(referenced(event({ ...own, resourceType: 'order' })).resourceId).toMatch(/^hmac:k1:/);
+    }
+  });
 });
