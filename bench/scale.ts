@@ -31,7 +31,7 @@
  * are noisy: reported, never asserted; within a size the pairs and replays alternate over rounds
  * (median). Env: SCALE_ROWS (comma list, e.g. `0,100000`), SCALE_PAIRS (keys per round, 10,000),
  * SCALE_ROUNDS (3), SCALE_EXPIRED, SCALE_FILLFACTOR (the ledger table's fillfactor for the run, set
- * after migrating: the migrations' 90 when unset), SCALE_PG_SETTINGS (the private server's
+ * after migrating: the migrations' 35 (0016) when unset), SCALE_PG_SETTINGS (the private server's
  * settings over those defaults, e.g. `shared_buffers=2GB,wal_compression=lz4`; ignored with
  * SCALE_DATABASE_URL). It also reports the share of completions that were HOT updates
  * (`pg_stat_user_tables`: new version on the same page, no index entries).
