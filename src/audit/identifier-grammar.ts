@@ -1,4 +1,4 @@
-import { sha256 } from '../fingerprint/sha256.js';
+import { jobIdOfKey } from '../keys/job-id.js';
 import {
   type CompiledIdentifierFormats,
   isBuiltinIdentifier,
@@ -185,7 +185,7 @@ export function isJobId(v: string, operationKey: string | undefined): boolean {
   if (!LIBRARY_JOB_ID.test(v)) return isIdentifier(v, 255);
   if (operationKey === undefined || !isLibraryKey(operationKey, true)) return false;
   if (jobKeys.get(v) === operationKey) return true;
-  if (v.slice(5) !== sha256(operationKey, 'base64url')) return false;
+  if (v !== jobIdOfKey(operationKey)) return false;
   if (jobKeys.size >= MAX_JOB_KEYS) jobKeys.clear();
   jobKeys.set(v, operationKey);
   return true;

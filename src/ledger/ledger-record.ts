@@ -1,6 +1,5 @@
 import { nullable, type Row } from '../db/row.js';
-import { leaseHolder, parseTransitions } from './recorded-transition.js';
-import { TRANSITIONS } from './transitions.js';
+import { claimingJob, lastClaimIn, leaseHolder, parseTransitions } from './recorded-transition.js';
 import type { LedgerRecord, LedgerStatus, RecordedError, Transition } from './types.js';
 
 /**
@@ -14,7 +13,7 @@ export function toRecord(row: Row): LedgerRecord {
   const key = row.key as string;
   const transitions = parseTransitions(row.transitions, key);
   const parts = row.namespace === null || row.namespace === undefined ? partsOfKey(key) : undefined;
-  const lastClaim = transitions?.findLast((t) => TRANSITIONS[t.transition].by === 'claim');
+  const lastClaim = lastClaimIn(transitions) ?? null;
   const status = row.status as LedgerStatus;
   const updatedAt = row.updated_at as Date;
   return {
@@ -27,13 +26,10 @@ export function toRecord(row: Row): LedgerRecord {
     status,
     epoch: row.epoch as number,
     downstream: row.downstream as LedgerRecord['downstream'],
-    leaseOwner: leaseHolder({
-      key,
-      status,
-      lease_owner: row.lease_owner,
-      lease_expires_at: row.lease_expires_at,
-      transitions: row.transitions,
-    }),
+    leaseOwner: leaseHolder(
+      { key, status, lease_owner: row.lease_owner, lease_expires_at: row.lease_expires_at },
+      lastClaim,
+    ),
     leaseExpiresAt: nullable<Date>(row.lease_expires_at),
     retentionMs: Number(row.retention_ms),
     result: row.result ?? null,
@@ -42,8 +38,7 @@ export function toRecord(row: Row): LedgerRecord {
     lastTransition: (nullable<Transition>(row.last_transition) ?? transitions?.at(-1)?.transition) as Transition,
     // A completion clears them and a fresh claim leaves them out (migration 0016): the current
     // claim's entry in the record holds them.
-    jobId: nullable<string>(row.job_id) ?? lastClaim?.jobId ?? null,
-    queue: nullable<string>(row.queue) ?? lastClaim?.queue ?? null,
+    ...claimingJob({ key, job_id: row.job_id, queue: row.queue }, lastClaim),
     taskId: nullable<string>(row.task_id),
     stepId: nullable<string>(row.step_id),
     createdAt: nullable<Date>(row.created_at) ?? (transitions?.[0]?.at as Date),

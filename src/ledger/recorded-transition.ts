@@ -1,4 +1,4 @@
-import { sha256 } from '../fingerprint/sha256.js';
+import { jobIdOfKey } from '../keys/job-id.js';
 import type { LedgerStatus, Transition } from './states.js';
 import { TRANSITIONS, transitionSpec } from './transitions.js';
 
@@ -68,15 +68,12 @@ export const OPTIONAL_FACTS = [
 
 /**
  * The job id a claim's entry stores as `"j":1`: the one BullMQ jobs of the library carry, derived
- * from the key (`jobIdFor`: `idem_` and the key's SHA-256 in base64url, 48 characters). A claim
+ * from the key (`jobIdOfKey`: `idem_` and the key's SHA-256 in base64url, 48 characters). A claim
  * whose job id is that one stores the marker instead (migration 0016): 47 bytes less in every row
  * and in the WAL of its insert and of every later transition that rewrites the record. Any other
  * job id is stored as it is.
  */
 export const DERIVED_JOB_ID = 1;
-
-/** The job id derived from the (bounded) key `key`, as `jobIdFor` makes it. */
-export const derivedJobId = (key: string): string => `idem_${sha256(key, 'base64url')}`;
 
 /**
  * The recorded transitions of a row, oldest first; `null` for a row from before they were
@@ -103,7 +100,7 @@ export function parseTransitions(value: unknown, key?: string): RecordedTransiti
       for (const [from, to] of OPTIONAL_FACTS) {
         const v = (facts as Record<string, unknown>)[from];
         if (typeof v === 'string') (entry as Record<string, unknown>)[to] = v;
-        else if (from === 'j' && v === DERIVED_JOB_ID && key !== undefined) entry.jobId = derivedJobId(key);
+        else if (from === 'j' && v === DERIVED_JOB_ID && key !== undefined) entry.jobId = jobIdOfKey(key);
       }
     }
     out.push(entry);
@@ -111,36 +108,43 @@ export function parseTransitions(value: unknown, key?: string): RecordedTransiti
   return out;
 }
 
+/** The entry of the claim that made a row's current epoch: the last claim in its record. */
+export const lastClaimIn = (transitions: readonly RecordedTransition[] | null): RecordedTransition | undefined =>
+  transitions?.findLast((t) => TRANSITIONS[t.transition].by === 'claim');
+
+type RowFacts = { key: string; transitions?: unknown };
+
+/** `claim` as given (already read from the row's record), else read from the row's record. */
+const claimOf = (row: RowFacts, claim: RecordedTransition | null | undefined) =>
+  claim === undefined ? lastClaimIn(parseTransitions(row.transitions, row.key)) : (claim ?? undefined);
+
 /**
  * The job id and queue of the attempt that made the current epoch's claim: the columns of a row
  * that stores them (written before migration 0016), else the last claim's entry in the record
- * of transitions of the row with key `key`.
+ * of transitions of the row with key `key` (`claim`, when the caller has read it already).
  */
-export function claimingJob(row: { key: string; job_id?: unknown; queue?: unknown; transitions?: unknown }): {
-  jobId: string | null;
-  queue: string | null;
-} {
+export function claimingJob(
+  row: RowFacts & { job_id?: unknown; queue?: unknown },
+  claim?: RecordedTransition | null,
+): { jobId: string | null; queue: string | null } {
   const jobId = typeof row.job_id === 'string' ? row.job_id : null;
   const queue = typeof row.queue === 'string' ? row.queue : null;
   if (jobId !== null && queue !== null) return { jobId, queue };
-  const claim = parseTransitions(row.transitions, row.key)?.findLast((t) => TRANSITIONS[t.transition].by === 'claim');
-  return { jobId: jobId ?? claim?.jobId ?? null, queue: queue ?? claim?.queue ?? null };
+  const c = claimOf(row, claim);
+  return { jobId: jobId ?? c?.jobId ?? null, queue: queue ?? c?.queue ?? null };
 }
 
 /**
  * The owner of a locked row's lease: its column when the row stores it (a claim before migration
  * 0016, or a takeover), else the current claim's entry in the record of transitions (`o`), which
- * a fresh claim stores it in alone. Null when no lease is held.
+ * a fresh claim stores it in alone (`claim`, when the caller has read it already). Null when no
+ * lease is held.
  */
-export function leaseHolder(row: {
-  key: string;
-  status?: unknown;
-  lease_owner?: unknown;
-  lease_expires_at?: unknown;
-  transitions?: unknown;
-}): string | null {
+export function leaseHolder(
+  row: RowFacts & { status?: unknown; lease_owner?: unknown; lease_expires_at?: unknown },
+  claim?: RecordedTransition | null,
+): string | null {
   if (typeof row.lease_owner === 'string') return row.lease_owner;
   if (row.status !== 'locked' || row.lease_expires_at === null || row.lease_expires_at === undefined) return null;
-  const claim = parseTransitions(row.transitions, row.key)?.findLast((t) => TRANSITIONS[t.transition].by === 'claim');
-  return claim?.owner ?? null;
+  return claimOf(row, claim)?.owner ?? null;
 }

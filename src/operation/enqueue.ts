@@ -1,10 +1,10 @@
 import type { Queue } from 'bullmq';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
 import { IdempotencyConfigError } from '../errors/errors.js';
-import { sha256 } from '../fingerprint/sha256.js';
 import { intentExecutor } from '../intents/executor.js';
 import { type IntentRow, recordIntents } from '../intents/intent-store.js';
 import { boundedKey, type IdempotencyKey } from '../keys/idempotency-key.js';
+import { jobIdOfKey } from '../keys/job-id.js';
 import { sealInput } from '../sealing/sealed-input.js';
 import { queueRedis } from '../shared/bullmq.js';
 import type { AbsorbedState, DurableIntentOptions, EnqueueOptions, EnqueueResult } from './enqueue-types.js';
@@ -30,7 +30,7 @@ export type EnqueueableOperation = {
  * never all digits and free of `:`, so duplicate adds are absorbed while the job is kept.
  */
 export function jobIdFor(key: IdempotencyKey | string): string {
-  return `idem_${sha256(typeof key === 'string' ? key : boundedKey(key), 'base64url')}`;
+  return jobIdOfKey(typeof key === 'string' ? key : boundedKey(key));
 }
 
 function prepare<I>(op: EnqueueableOperation, queue: Queue, input: I, options: EnqueueOptions = {}) {

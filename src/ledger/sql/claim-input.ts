@@ -1,4 +1,5 @@
-import { DERIVED_JOB_ID, derivedJobId } from '../recorded-transition.js';
+import { jobIdOfKey } from '../../keys/job-id.js';
+import { DERIVED_JOB_ID } from '../recorded-transition.js';
 import { code, fpBytes, ms, now } from './fragments.js';
 import type { Clock } from './statement.js';
 
@@ -57,7 +58,7 @@ export function claimFactsText(c: ClaimParams): string | null {
   if (c.owner === null && c.jobId === null && c.queue === null && c.taskId === null) return null;
   const facts: Record<string, string | number> = {};
   if (c.owner !== null) facts.o = c.owner;
-  if (c.jobId !== null) facts.j = c.jobId.length === 48 && c.jobId === derivedJobId(c.key) ? DERIVED_JOB_ID : c.jobId;
+  if (c.jobId !== null) facts.j = c.jobId.length === 48 && c.jobId === jobIdOfKey(c.key) ? DERIVED_JOB_ID : c.jobId;
   if (c.queue !== null) facts.q = c.queue;
   if (c.taskId !== null) facts.k = c.taskId;
   return JSON.stringify(facts);
