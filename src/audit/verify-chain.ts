@@ -128,8 +128,12 @@ export async function verifyAuditChains(
 /** A pool of connections (`pg.Pool`): verify takes one of them for its snapshot. */
 export type PoolLike = SqlRunner & { connect(): Promise<SqlRunner & { release(err?: Error | boolean): void }> };
 
+/**
+ * A pool, not a connection: a `pg.Client` (a pool's checked-out client too) also has `connect`,
+ * which connects it; a pool counts its connections (`totalCount`), a client does not.
+ */
 const isPool = (db: SqlRunner | PoolLike): db is PoolLike =>
-  typeof (db as { connect?: unknown }).connect === 'function';
+  typeof (db as { connect?: unknown }).connect === 'function' && 'totalCount' in db;
 
 /** The walk of {@link verifyAuditChains}, its reads all on `db` (a pool's connection in a snapshot, or what the caller gave). */
 async function walkChains(db: SqlRunner, s: string, options: VerifyOptions): Promise<VerifyResult> {

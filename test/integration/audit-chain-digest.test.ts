@@ -143,6 +143,19 @@ describe('stored and verified', () => {
     expect(r).toMatchObject({ ok: true, events: N });
   });
 
+  it('verifies through a connection it is given (a client checked out of a pool), in the caller’s snapshot', async () => {
+    const client = await pool.connect();
+    try {
+      await client.query('begin isolation level repeatable read read only');
+      const r = await verifyAuditChains(client, t.schema);
+      await client.query('commit');
+      expect(r.problems).toEqual([]);
+      expect(r).toMatchObject({ ok: true, events: N });
+    } finally {
+      client.release();
+    }
+  });
+
   it('a change of any value is found, and rewriting a value as itself is not', async () => {
     const row = (
       await t.query(`select event_id from ${t.schema}.audit_events where details ? 'big' order by chain_seq limit 1`)
