@@ -164,7 +164,7 @@ async function walkChains(db: SqlRunner, s: string, options: VerifyOptions): Pro
     const walkerOf = (slot: number) => {
       const chain = chainName(day, slot);
       seen.add(chain);
-      return new ChainWalk(chain, lost, starts.get(chain), heads.get(chain), anchors.get(chain) ?? [], problems);
+      return new ChainWalk(slot, chain, lost, starts.get(chain), heads.get(chain), anchors.get(chain) ?? [], problems);
     };
     const walked = new Set<number>();
     let walk: ChainWalk | undefined;
@@ -187,7 +187,6 @@ async function walkChains(db: SqlRunner, s: string, options: VerifyOptions): Pro
           await walk?.finish();
           walked.add(r.slot);
           walk = walkerOf(r.slot);
-          walk.slot = r.slot;
         }
         await walk.step(r);
       }
@@ -250,13 +249,13 @@ function digestOf(r: Row): Buffer | undefined {
 
 /** One chain walked in order, event by event: what it finds goes to `problems`. */
 class ChainWalk {
-  slot: number | undefined;
   private prevSeq: number;
   private prevDigest: Buffer;
   private prevId: string | null = null;
   private readonly anchorAt: Map<number, ChainHead>;
 
   constructor(
+    readonly slot: number,
     private readonly chain: string,
     private readonly lost: LostIds,
     start: { seq: number; digest: Buffer } | undefined,
