@@ -36,12 +36,15 @@ export type SqlDigestVersion = (typeof SQL_DIGEST_VERSIONS)[number];
 /** The version the store writes: every new event is chained under it. */
 export const CHAIN_DIGEST_VERSION: ChainDigestVersion = 3;
 
+/** The stored `created_at` of row `a` as whole microseconds since the epoch (a bigint). */
+const microsSql = (a: string) => `(extract(epoch from ${a}.created_at) * 1000000)::bigint`;
+
 /** Every column an event's digest covers, `a` the row's alias: all but the chain's own and `received_at`. */
 function digestColumns(a: string): string {
   return [
     `${a}.event_id`,
     // Whole microseconds since the epoch: neither the session's time zone nor its date style changes it.
-    `(extract(epoch from ${a}.created_at) * 1000000)::bigint`,
+    microsSql(a),
     ...[
       'seq',
       'task_id',
@@ -97,7 +100,7 @@ export const storedDigestSql = (a: string) =>
   `case ${a}.chain_v ${SQL_DIGEST_VERSIONS.map((v) => `when ${v} then ${eventDigestSql(a, v)}`).join(' ')} end`;
 
 /** The stored `created_at` of row `a` as whole microseconds since the epoch, in decimal: the M of digest version 3 (event-digest.ts). */
-export const microsTextSql = (a: string) => `((extract(epoch from ${a}.created_at) * 1000000)::bigint)::text`;
+export const microsTextSql = (a: string) => `(${microsSql(a)})::text`;
 
 /** Message of the error the store's statement raises when a chain's head row is missing. */
 export const CHAIN_HEAD_MISSING = 'audit chain head missing';
