@@ -8,9 +8,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { type AddressInfo, createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { freePort } from '../../test/helpers/private-postgres.js';
 
 const HOST = '127.0.0.1';
 /** How long the server may take to answer PING after it was started. */
@@ -37,82 +38,34 @@ export type PrivateRedis = {
 /** Thrown when there is no `redis-server` to run: a caller skips what needs it. */
 export class RedisServerMissing extends Error {}
 
-/** A loopback port nothing listens on now: the kernel's pick for a listener bound and closed at once. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, HOST, resolve);
+/** One command and its reply, on a connection of its own; undefined if nothing answers within a second. */
+async function ask(port: number, command: string, ...args: string[]): Promise<unknown> {
+  const client = new Redis({
+    host: HOST,
+    port,
+    lazyConnect: true,
+    connectTimeout: 1000,
+    commandTimeout: 1000,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
   });
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-type Reply = string | null | Reply[];
-
-/**
- * The RESP reply that starts at `at` and where it ends, or undefined while it is incomplete
- * (replies here are ASCII, so characters are bytes). An error reply is returned as its text.
- */
-function parseReply(text: string, at: number): [Reply, number] | undefined {
-  const eol = text.indexOf('\r\n', at);
-  if (eol < 0) return undefined;
-  const head = text.slice(at + 1, eol);
-  switch (text[at]) {
-    case '+':
-    case '-':
-    case ':':
-      return [head, eol + 2];
-    case '$': {
-      const length = Number(head);
-      if (length < 0) return [null, eol + 2];
-      const end = eol + 2 + length;
-      return text.length >= end + 2 ? [text.slice(eol + 2, end), end + 2] : undefined;
-    }
-    case '*': {
-      const items: Reply[] = [];
-      let next = eol + 2;
-      for (let i = 0; i < Number(head); i++) {
-        const item = parseReply(text, next);
-        if (!item) return undefined;
-        items.push(item[0]);
-        next = item[1];
-      }
-      return [items, next];
-    }
-    default:
-      throw new Error(`not a RESP reply: ${JSON.stringify(text.slice(at, at + 40))}`);
+  client.on('error', () => {}); // a server not up yet: the answer is undefined
+  try {
+    await client.connect();
+    return await client.call(command, ...args);
+  } catch {
+    return undefined;
+  } finally {
+    client.disconnect();
   }
-}
-
-/** One command and its reply, on a fresh connection; undefined if nothing answers within a second. */
-function ask(port: number, command: string[]): Promise<Reply | undefined> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: HOST, port });
-    let text = '';
-    const done = (value: Reply | undefined) => {
-      socket.destroy();
-      resolve(value);
-    };
-    socket.setTimeout(1000, () => done(undefined));
-    socket.once('error', () => done(undefined));
-    socket.on('data', (chunk) => {
-      text += chunk.toString('latin1');
-      const reply = parseReply(text, 0);
-      if (reply) done(reply[0]);
-    });
-    socket.once('connect', () => {
-      socket.write(`*${command.length}\r\n${command.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`);
-    });
-  });
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The value CONFIG GET returns for `name` (a two-element array reply). */
 async function configValue(port: number, name: string): Promise<string | undefined> {
-  const reply = await ask(port, ['CONFIG', 'GET', name]);
+  const reply = await ask(port, 'CONFIG', 'GET', name);
   return Array.isArray(reply) && typeof reply[1] === 'string' ? reply[1] : undefined;
 }
 
@@ -152,7 +105,7 @@ async function startOn(dir: string, binary: string): Promise<Started> {
     if (spawnError) return { error: `${binary} could not be started: ${spawnError.message}` };
     if (exited(child))
       return { error: `${binary} exited at start (${child.exitCode ?? child.signalCode}): ${output.trim()}` };
-    if ((await ask(port, ['PING'])) === 'PONG') break;
+    if ((await ask(port, 'PING')) === 'PONG') break;
     if (Date.now() > deadline) {
       await kill(child);
       return { error: `${binary} did not answer on port ${port} within ${START_MS} ms: ${output.trim()}` };
@@ -160,7 +113,7 @@ async function startOn(dir: string, binary: string): Promise<Started> {
     await sleep(50);
   }
   // Something else may have taken the port first: the server answering must be the one started here.
-  const info = await ask(port, ['INFO', 'server']);
+  const info = await ask(port, 'INFO', 'server');
   const pid = typeof info === 'string' ? /process_id:(\d+)/.exec(info)?.[1] : undefined;
   if (Number(pid) !== child.pid) {
     await kill(child);
