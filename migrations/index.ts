@@ -15,6 +15,7 @@ import { auditChainVersionMigration } from './0014-audit-chain-version.js';
 import { auditChainSeededMigration } from './0015-audit-chain-seeded.js';
 import { ledgerHotCompletionsMigration } from './0016-ledger-hot-completions.js';
 import { auditSlimIndexesMigration } from './0017-audit-slim-indexes.js';
+import { auditChainBatchLinkMigration } from './0018-audit-chain-batch-link.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -35,5 +36,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0015-audit-chain-seeded': auditChainSeededMigration(schema),
     '0016-ledger-hot-completions': ledgerHotCompletionsMigration(schema),
     '0017-audit-slim-indexes': auditSlimIndexesMigration(schema),
+    '0018-audit-chain-batch-link': auditChainBatchLinkMigration(schema),
   };
 }

@@ -12,13 +12,13 @@ type StoreInside = {
   pool: import('pg').Pool;
   schema: string;
   absorbingSql: string;
-  chained(name: string | undefined, text: string, json: string, slot: number, digests: Buffer): Promise<number>;
-  digests(events: readonly unknown[]): Buffer;
+  chained(name: string | undefined, text: string, json: string): Promise<number>;
+  digests(events: readonly unknown[]): { digests: Buffer; micros: string[] };
 };
 
 const proto = AuditStore.prototype as unknown as StoreInside;
-// Nor the writer's part of the digests.
-proto.digests = () => Buffer.alloc(0);
+// Nor the writer's part of the chain (its digests and the times they cover).
+proto.digests = () => ({ digests: Buffer.alloc(0), micros: [] });
 proto.chained = async function (this: StoreInside, name, text, json) {
   const unchained = auditInsertSql(this.schema, text === this.absorbingSql, false);
   return (await runStatement(this.pool, name, unchained, [json])).rowCount ?? 0;

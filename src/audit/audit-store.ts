@@ -13,7 +13,7 @@ import { CHAIN_HEAD_MISSING } from './chain-sql.js';
 import { isAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventReason } from './dead-letter-reason.js';
-import { eventColumnsDigest } from './event-digest.js';
+import { eventDigestV4, eventMicros } from './event-digest.js';
 import { isIdentifier } from './identifier-grammar.js';
 import { auditInsertSql, COLUMNS, chainHeadsSql } from './insert-statement.js';
 import { createAuditPartitions } from './partitions.js';
@@ -54,8 +54,6 @@ export class AuditStore {
   private readonly insertSql: string;
   /** The insert with `on conflict do nothing`: the fallback when the plain one meets a stored row (see `auditInsertSql`). */
   private readonly absorbingSql: string;
-  /** The oldest and newest time of a batch's events (to create the partitions they need). */
-  private readonly rangeSql: string;
   private readonly schema: string;
   /** The insert's prepared-statement name; undefined when it runs unnamed. */
   private readonly insertName: string | undefined;
@@ -104,8 +102,6 @@ export class AuditStore {
     this.insertSql = auditInsertSql(s, false);
     this.absorbingSql = auditInsertSql(s, true);
     this.headsSql = chainHeadsSql(s);
-    this.rangeSql = `select min(x."createdAt") as oldest, max(x."createdAt") as newest
-      from jsonb_to_recordset($1::jsonb) as x("createdAt" timestamptz)`;
     this.schema = s;
   }
 
@@ -170,46 +166,76 @@ export class AuditStore {
     return { inserted, duplicates: valid.length - inserted - refused(invalid), deadLettered: invalid.length };
   }
 
-  /** The inner digests of a batch's events (event-digest.ts), 32 bytes each, in order: the store's statement completes them. */
-  private digests(events: readonly AuditEvent[]): Buffer {
+  /**
+   * What the writer computes of a batch's chain (event-digest.ts): each event's time as whole
+   * microseconds (the time stored) and its version-4 digest, 32 bytes each, in the batch's order.
+   */
+  private digests(events: readonly AuditEvent[]): BatchDigests {
     const out = Buffer.allocUnsafe(32 * events.length);
-    for (let i = 0; i < events.length; i++) eventColumnsDigest(events[i] as AuditEvent).copy(out, 32 * i);
-    return out;
+    const micros: string[] = new Array(events.length);
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i] as AuditEvent;
+      // A valid event's time always reads (check-event.ts): an unreadable one is a data error.
+      const m = eventMicros(e.createdAt);
+      if (m === undefined) throw unreadableTime();
+      micros[i] = m;
+      eventDigestV4(e, m).copy(out, 32 * i);
+    }
+    return { digests: out, micros };
   }
 
-  /** `digests`: the inner digest of each event's columns, in the batch's order (see event-digest.ts). */
-  private async insert(json: string, digests: Buffer): Promise<number> {
-    const inserted = await this.insertOnce(json, digests);
+  private async insert(json: string, chain: BatchDigests): Promise<number> {
+    const inserted = await this.insertOnce(json, chain);
     this.statistics?.add(inserted);
     return inserted;
   }
 
-  private async insertOnce(json: string, digests: Buffer): Promise<number> {
+  private async insertOnce(json: string, chain: BatchDigests): Promise<number> {
     try {
-      return await this.run(json, digests);
+      return await this.run(json, chain);
     } catch (err) {
       if (!isMissingPartition(err)) throw err;
       // An event's time has no partition yet (ahead of those the operations process made, or
       // older than all of them): made now, then the batch again.
-      const { oldest, newest } = (await this.pool.query(this.rangeSql, [json])).rows[0];
-      await createAuditPartitions(this.pool, this.schema, new Date(oldest), new Date(new Date(newest).getTime() + 1));
-      return await this.run(json, digests);
+      const { oldest, newest } = await this.timeRange(json, chain);
+      await createAuditPartitions(this.pool, this.schema, oldest, new Date(newest.getTime() + 1));
+      return await this.run(json, chain);
     }
+  }
+
+  /** The oldest and newest time of a batch: from the writer's times, or the batch's text when it has none. */
+  private async timeRange(json: string, chain: BatchDigests): Promise<{ oldest: Date; newest: Date }> {
+    if (chain.micros.length > 0) {
+      // Milliseconds, rounded down: a partition holds whole days.
+      const ms = chain.micros.map((m) => {
+        const us = BigInt(m);
+        return Number(us / 1000n - (us % 1000n < 0n ? 1n : 0n));
+      });
+      return { oldest: new Date(Math.min(...ms)), newest: new Date(Math.max(...ms)) };
+    }
+    const r = (
+      await this.pool.query(
+        `select min(x."createdAt") as oldest, max(x."createdAt") as newest
+         from jsonb_to_recordset($1::jsonb) as x("createdAt" timestamptz)`,
+        [json],
+      )
+    ).rows[0];
+    return { oldest: new Date(r.oldest), newest: new Date(r.newest) };
   }
 
   /**
    * The plain insert; on a stored row's conflict (nothing of the batch written), the absorbing one.
    * Each runs on a chain slot of its own while it runs (see `chainSlots`).
    */
-  private async run(json: string, digests: Buffer): Promise<number> {
+  private async run(json: string, chain: BatchDigests): Promise<number> {
     const slot = this.freeSlots.pop() ?? this.nextShared++ % this.chainSlots;
     try {
       try {
-        return await this.chained(this.insertName, this.insertSql, json, slot, digests);
+        return await this.chained(this.insertName, this.insertSql, json, slot, chain);
       } catch (err) {
         if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err;
         this.absorbed++;
-        return await this.chained(this.absorbingName, this.absorbingSql, json, slot, digests);
+        return await this.chained(this.absorbingName, this.absorbingSql, json, slot, chain);
       }
     } finally {
       if (slot < this.chainSlots && !this.freeSlots.includes(slot)) this.freeSlots.push(slot);
@@ -222,14 +248,16 @@ export class AuditStore {
     text: string,
     json: string,
     slot: number,
-    digests: Buffer,
+    chain: BatchDigests,
   ): Promise<number> {
+    const micros = `{${chain.micros.join(',')}}`;
+    const params = [json, slot, chain.digests, micros];
     try {
-      return (await runStatement(this.pool, name, text, [json, slot, digests])).rowCount ?? 0;
+      return insertedOf(await runStatement<{ inserted: number }>(this.pool, name, text, params));
     } catch (err) {
       if (!isChainHeadMissing(err)) throw err;
-      await this.pool.query(this.headsSql, [json, this.chainSlots]);
-      return (await runStatement(this.pool, name, text, [json, slot, digests])).rowCount ?? 0;
+      await this.pool.query(this.headsSql, [micros, this.chainSlots]);
+      return insertedOf(await runStatement<{ inserted: number }>(this.pool, name, text, params));
     }
   }
 
@@ -355,6 +383,20 @@ function isChainHeadMissing(err: unknown): boolean {
 const UNIQUE_VIOLATION = '23505';
 
 /** Postgres refused the data itself (SQLSTATE class 22, or 23 other than a unique violation). */
+/** The events a chained insert stored: its one row's count (see `auditInsertSql`). */
+const insertedOf = (r: pg.QueryResult<{ inserted: number }>) => r.rows[0]?.inserted ?? 0;
+
+/** What the writer computes of a batch for its chain (`AuditStore.digests`). */
+type BatchDigests = { digests: Buffer; micros: string[] };
+
+/**
+ * An event time the writer cannot read (none the event schema accepts): refused with the SQLSTATE
+ * Postgres gives a time it cannot parse, so that the event is dead-lettered and the batch stored.
+ */
+function unreadableTime(): Error {
+  return Object.assign(new Error('unreadable event time'), { code: '22007' });
+}
+
 function isDataError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' && (code.startsWith('22') || (code.startsWith('23') && code !== UNIQUE_VIOLATION));

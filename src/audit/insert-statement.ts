@@ -1,5 +1,5 @@
 import type { AuditEvent } from './audit-event.js';
-import { CHAIN_DIGEST_VERSION, chainDaySql, GENESIS_SQL, microsTextSql } from './chain-sql.js';
+import { CHAIN_DIGEST_VERSION, chainDaySql, GENESIS_SQL, timeOfMicrosSql } from './chain-sql.js';
 
 /** Columns of audit_events and the camelCase field each comes from, with its type in a batch. */
 export const COLUMNS: [string, keyof AuditEvent, string][] = [
@@ -32,10 +32,14 @@ export const COLUMNS: [string, keyof AuditEvent, string][] = [
 
 /**
  * The statement that stores a batch of events (`$1`, a JSON array) and chains them on slot `$2`,
- * in one statement: `s` the schema. `$3` holds the inner digest of each event's columns
- * (`eventColumnsDigest`, 32 bytes each, in the batch's order): the statement completes each
- * stored event's version-3 digest with its time as stored (event-digest.ts). `absorbing`: the variant that skips rows already stored (see
- * below). `chained: false` is the same statement without the chain (`bench:audit` measures what
+ * in one statement: `s` the schema. `$3` holds each event's digest (`eventDigestV4`, 32 bytes
+ * each, in the batch's order) and `$4` each event's time as whole microseconds (`eventMicros`,
+ * event-digest.ts), the time stored: the writer computes both. The events of a batch are
+ * appended to their chain (one per day of the batch) in (created_at, event_id) order, each row
+ * keeping its own digest (`chain_digest`); the batch's link, SHA-256 of the chain's head followed
+ * by those digests in order, is stored on its last row (`chain_link`) and becomes the head: one
+ * hash per batch and chain, none per row (see chain-sql.ts). `absorbing`: the variant that skips
+ * rows already stored (see below). `chained: false` is the same statement without the chain (`bench:audit` measures what
  * the chain costs against it); the store always chains.
  *
  * One stored row per event id, kept by audit_event_ids (a partitioned table cannot hold a unique
@@ -60,11 +64,18 @@ export function auditInsertSql(s: string, absorbing: boolean, chained = true): s
   const table = `${s}.audit_events`;
   const ids = `${s}.audit_event_ids`;
   const cols = COLUMNS.map(([c]) => c).join(', ');
-  const typed = COLUMNS.map(([, f, t]) => `"${f}" ${t}`).join(', ');
-  const named = COLUMNS.map(([c, f]) => `${c === 'seq' ? `coalesce(x."${f}", 0)` : `x."${f}"`} as ${c}`).join(', ');
+  // Chained, the time is not read from the batch's text: it is the writer's M (`$4`), the time
+  // its digest covers (event-digest.ts).
+  const read = chained ? COLUMNS.filter(([c]) => c !== 'created_at') : COLUMNS;
+  const typed = read.map(([, f, t]) => `"${f}" ${t}`).join(', ');
+  const named = COLUMNS.map(([c, f]) =>
+    c === 'created_at' && chained
+      ? `${timeOfMicrosSql('($4::bigint[])[x.ord_in]')} as ${c}`
+      : `${c === 'seq' ? `coalesce(x."${f}", 0)` : `x."${f}"`} as ${c}`,
+  ).join(', ');
   const picked = COLUMNS.map(([c]) => `c.${c}`).join(', ');
   const onConflict = absorbing ? ' on conflict do nothing' : '';
-  const fields = COLUMNS.map(([, f]) => `"${f}"`).join(', ');
+  const fields = read.map(([, f]) => `"${f}"`).join(', ');
   const head = `with x as (
         select ${named}, x.ord_in from rows from (jsonb_to_recordset($1::jsonb) as (${typed})) with ordinality as x(${fields}, ord_in)
       ),
@@ -87,40 +98,52 @@ export function auditInsertSql(s: string, absorbing: boolean, chained = true): s
       )`;
   const stored = `from c join (select * from fresh union all select * from lost) k using (event_id, created_at)`;
   if (!chained) return `${head}\n      insert into ${table} (${cols}) select ${picked} ${stored}${onConflict}`;
+  const day = chainDaySql('c.created_at');
+  // The chain's order: a batch's events of one day, by time then id.
+  const order = `partition by ${day} order by c.created_at, c.event_id`;
   return `${head},
       h as (
-        select day, seq, digest from ${s}.audit_chains
-        where slot = $2 and day in (select ${chainDaySql('created_at')} from c) order by day for update
+        -- The heads of the batch's days (those between its first and last, when it spans more).
+        select a.day, a.seq, a.digest from ${s}.audit_chains a, (select min(created_at) as lo, max(created_at) as hi from c) r
+        where a.slot = $2 and a.day between ${chainDaySql('r.lo')} and ${chainDaySql('r.hi')} order by a.day for update of a
       ),
       f as (
-        select c.*, h.day as head_day, h.seq as head_seq, ${chainDaySql('c.created_at')} as chain_day,
+        select c.*, h.day as head_day, h.seq as head_seq,
           row_number() over w as ord,
-          ${s}.audit_chain_from(h.digest,
-            sha256(substring($3::bytea from (c.ord_in::int - 1) * 32 + 1 for 32) || convert_to(${microsTextSql('c')}, 'UTF8'))
-          ) over w as link
-        ${stored} left join h on h.day = ${chainDaySql('c.created_at')}${
+          substring($3::bytea from (c.ord_in::int - 1) * 32 + 1 for 32) as d,
+          -- The batch's link, on its last event: the batch's digests aggregated once for the whole
+          -- of its chain's part (the frame is all of it), hashed once.
+          case when row_number() over w = count(*) over w
+            then sha256(h.digest || string_agg(substring($3::bytea from (c.ord_in::int - 1) * 32 + 1 for 32), ''::bytea) over w)
+          end as link
+        ${stored} left join h on h.day = ${day}${
           // Absorbing, a row may be stored that its id did not point to: it is skipped here, so
           // that the chain counts only what is inserted.
           absorbing
             ? ` where not exists (select 1 from ${table} e where e.created_at = c.created_at and e.event_id = c.event_id)`
             : ''
         }
-        window w as (partition by ${chainDaySql('c.created_at')} order by c.created_at, c.event_id rows unbounded preceding)
+        -- One window, its frame the whole of the chain's part (row_number ignores the frame).
+        window w as (${order} rows between unbounded preceding and unbounded following)
+      ),
+      ins as (
+        insert into ${table} (${cols}, chain_slot, chain_seq, chain_digest, chain_link, chain_v)
+        select ${picked}, $2, case when c.head_day is null then ${s}.audit_chain_missing() else c.head_seq + c.ord end,
+          c.d, c.link, ${CHAIN_DIGEST_VERSION}
+        from f c${onConflict}
+        returning created_at, chain_seq, chain_link
       ),
       moved as (
-        update ${s}.audit_chains a set seq = a.seq + m.ord, digest = m.link
-        from (select distinct on (chain_day) chain_day, ord, link from f order by chain_day, ord desc) m
-        where a.day = m.chain_day and a.slot = $2
+        update ${s}.audit_chains a set seq = i.chain_seq, digest = i.chain_link
+        from ins i where i.chain_link is not null and a.day = ${chainDaySql('i.created_at')} and a.slot = $2
       )
-      insert into ${table} (${cols}, chain_slot, chain_seq, chain_digest, chain_v)
-      select ${picked}, $2, case when c.head_day is null then ${s}.audit_chain_missing() else c.head_seq + c.ord end, c.link, ${CHAIN_DIGEST_VERSION}
-      from f c${onConflict}`;
+      select count(*)::int as inserted from ins`;
 }
 
-/** Creates the heads of every slot (`$2` of them) of a batch's (`$1`) days, from a dropped day's anchor when there is one. */
+/** Creates the heads of every slot (`$2` of them) of the days of a batch's times (`$1`, its events' M, event-digest.ts), from a dropped day's anchor when there is one. */
 export const chainHeadsSql = (s: string) => `insert into ${s}.audit_chains (day, slot, seq, digest)
       select d.day, g.slot, coalesce(a.seq, 0), coalesce(a.digest, ${GENESIS_SQL})
-      from (select distinct ${chainDaySql('x."createdAt"')} as day from jsonb_to_recordset($1::jsonb) as x("createdAt" timestamptz)) d
+      from (select distinct ${chainDaySql(timeOfMicrosSql('m'))} as day from unnest($1::bigint[]) as m) d
       cross join generate_series(0, $2::int - 1) as g(slot)
       left join ${s}.audit_chain_anchors a on a.day = d.day and a.slot = g.slot
       on conflict (day, slot) do nothing`;

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { checkSchema } from '../db/connection.js';
 import { chainDaySql, GENESIS, microsTextSql, storedDigestSql } from './chain-sql.js';
-import { eventColumnsDigest, eventDigestV3 } from './event-digest.js';
+import { eventColumnsDigest, eventDigestV3, eventDigestV4 } from './event-digest.js';
 import { COLUMNS } from './insert-statement.js';
 import type { SqlRunner } from './partitions.js';
 
@@ -76,7 +76,10 @@ type Row = {
   slot: number | null;
   seq: string | null;
   eventId: string;
+  /** `chain_digest`: the event's link (versions 1 to 3), or its own digest (version 4). */
   link: Buffer | null;
+  /** `chain_link`: under version 4, the link of the batch this event ends; null on the batch's other events. */
+  batchLink: Buffer | null;
   v: number;
   d: Buffer | null;
   micros: string;
@@ -218,7 +221,7 @@ function pageSql(s: string): string {
     .map(([c, f]) => `e.${c} as "c.${f}"`)
     .join(', ');
   return `select e.chain_slot as slot, e.chain_seq as seq, e.event_id as "eventId", e.chain_digest as link,
-            e.chain_v as v, ${storedDigestSql('e')} as d, ${microsTextSql('e')} as micros, ${columns}
+            e.chain_link as "batchLink", e.chain_v as v, ${storedDigestSql('e')} as d, ${microsTextSql('e')} as micros, ${columns}
      from ${s}.audit_events e
      where e.created_at >= ($1::timestamp at time zone 'UTC') and e.created_at < (($1::timestamp + interval '1 day') at time zone 'UTC')
        and (coalesce(e.chain_slot, -1), coalesce(e.chain_seq, -1), e.event_id) > ($2::int, $3::int8, $4::text)
@@ -234,6 +237,7 @@ function toRow(r: Record<string, unknown>): Row {
     seq: r.seq as string | null,
     eventId: r.eventId as string,
     link: r.link as Buffer | null,
+    batchLink: r.batchLink as Buffer | null,
     v: Number(r.v),
     d: r.d as Buffer | null,
     micros: r.micros as string,
@@ -243,16 +247,27 @@ function toRow(r: Record<string, unknown>): Row {
 
 /** The digest of a stored event under its row's version; undefined under a version this code does not know. */
 function digestOf(r: Row): Buffer | undefined {
+  if (r.v === 4) return eventDigestV4(r.columns, r.micros);
   if (r.v === 3) return eventDigestV3(eventColumnsDigest(r.columns), r.micros);
   return r.d ?? undefined;
 }
 
-/** One chain walked in order, event by event: what it finds goes to `problems`. */
+/**
+ * One chain walked in order, event by event: what it finds goes to `problems`. An event of
+ * versions 1 to 3 carries its link; events of version 4 are linked by batch: each must match its
+ * own digest, and the batch's last one carries the link of the digests stored since the previous.
+ */
 class ChainWalk {
   private prevSeq: number;
   private prevDigest: Buffer;
   private prevId: string | null = null;
   private readonly anchorAt: Map<number, ChainHead>;
+  /** The stored digests of the version-4 batch being walked, since the last link. */
+  private pending: Buffer[] = [];
+  /** Where that batch starts. */
+  private batchStart: { seq: number; eventId: string } | undefined;
+  /** A problem was already reported inside that batch: a broken link then says nothing more. */
+  private troubled = false;
 
   constructor(
     readonly slot: number,
@@ -283,26 +298,95 @@ class ChainWalk {
         eventId: (await this.lost.next()) ?? r.eventId,
         message: `places ${this.prevSeq + 1}..${seq - 1} missing, before ${r.eventId}`,
       });
+      this.troubled = true;
     }
+    if (r.v === 4) this.stepInBatch(r, seq);
+    else this.stepLinked(r, seq);
+    this.anchorAt.delete(seq);
+    this.prevSeq = seq;
+    this.prevId = r.eventId;
+  }
+
+  /** An event that carries its own link (versions 1 to 3). */
+  private stepLinked(r: Row, seq: number): void {
     const d = digestOf(r);
     const expected = d ? sha256(this.prevDigest, d) : undefined;
-    if (!r.link || !expected?.equals(r.link)) {
+    if (!r.link || !expected?.equals(r.link)) this.changed(r, seq);
+    if (this.pending.length > 0) this.unlinkedBatch(seq - 1);
+    this.checkAnchor(r, seq, r.link);
+    this.prevDigest = r.link ?? expected ?? this.prevDigest;
+    this.troubled = false;
+  }
+
+  /** An event of a batch linked once (version 4). */
+  private stepInBatch(r: Row, seq: number): void {
+    const { chain, problems } = this;
+    if (this.pending.length === 0) this.batchStart = { seq, eventId: r.eventId };
+    const d = digestOf(r);
+    if (!r.link || !d?.equals(r.link)) this.changed(r, seq);
+    // The digest as stored: a change already reported here does not break the batch's link too.
+    this.pending.push(r.link ?? Buffer.alloc(0));
+    if (!r.batchLink) {
+      this.checkAnchor(r, seq, null);
+      return;
+    }
+    const expected = createHash('sha256').update(this.prevDigest);
+    for (const p of this.pending) expected.update(p);
+    if (!expected.digest().equals(r.batchLink) && !this.troubled) {
+      const start = this.batchStart as { seq: number; eventId: string };
       problems.push({
         kind: 'changed',
         chain,
-        seq,
-        eventId: r.eventId,
-        message: 'its columns are not what was chained',
+        seq: start.seq,
+        eventId: start.eventId,
+        message: `an event of places ${start.seq}..${seq} was rewritten together with its digest`,
       });
     }
-    const anchor = this.anchorAt.get(seq);
-    if (anchor && (!r.link || r.link.toString('hex') !== anchor.digest)) {
-      problems.push({ kind: 'anchor', chain, seq, eventId: r.eventId, message: 'differs from the anchored head' });
+    this.checkAnchor(r, seq, r.batchLink);
+    this.prevDigest = r.batchLink;
+    this.pending = [];
+    this.troubled = false;
+  }
+
+  /** An event whose columns are not what was chained. */
+  private changed(r: Row, seq: number): void {
+    this.problems.push({
+      kind: 'changed',
+      chain: this.chain,
+      seq,
+      eventId: r.eventId,
+      message: 'its columns are not what was chained',
+    });
+    this.troubled = true;
+  }
+
+  /** Version-4 events up to `lastSeq` whose batch has no link (its last event's link is gone). */
+  private unlinkedBatch(lastSeq: number): void {
+    const start = this.batchStart as { seq: number; eventId: string };
+    if (!this.troubled) {
+      this.problems.push({
+        kind: 'changed',
+        chain: this.chain,
+        seq: start.seq,
+        eventId: start.eventId,
+        message: `the batch of places ${start.seq}..${lastSeq} has no link`,
+      });
     }
-    this.anchorAt.delete(seq);
-    this.prevSeq = seq;
-    this.prevDigest = r.link ?? expected ?? this.prevDigest;
-    this.prevId = r.eventId;
+    this.pending = [];
+  }
+
+  /** An anchor exported at this place must be the link stored there. */
+  private checkAnchor(r: Row, seq: number, link: Buffer | null): void {
+    const anchor = this.anchorAt.get(seq);
+    if (anchor && (!link || link.toString('hex') !== anchor.digest)) {
+      this.problems.push({
+        kind: 'anchor',
+        chain: this.chain,
+        seq,
+        eventId: r.eventId,
+        message: 'differs from the anchored head',
+      });
+    }
   }
 
   async finish(): Promise<void> {

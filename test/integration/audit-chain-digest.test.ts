@@ -2,8 +2,9 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditEvent } from '../../src/audit/audit-event.js';
 import { AuditStore } from '../../src/audit/audit-store.js';
-import { CHAIN_DIGEST_VERSION } from '../../src/audit/chain-sql.js';
-import { canonicalJson, eventColumnsDigest } from '../../src/audit/event-digest.js';
+import { CHAIN_DIGEST_VERSION, microsTextSql } from '../../src/audit/chain-sql.js';
+import { canonicalJson, eventColumnsDigest, eventDigestV4, eventMicros } from '../../src/audit/event-digest.js';
+import { COLUMNS } from '../../src/audit/insert-statement.js';
 import { createAuditPartitions } from '../../src/audit/partitions.js';
 import { verifyAuditChains } from '../../src/audit/verify-chain.js';
 import { defineRedactionPolicy } from '../../src/redaction/define-policy.js';
@@ -11,8 +12,8 @@ import { sampleAuditEvent } from '../helpers/audit-sample.js';
 import { TestContext } from '../helpers/context.js';
 
 /*
- * The digest the store chains (version 3): the writer hashes the columns, the statement the time
- * as Postgres stored it, and `verify` recomputes both from the row. Whatever the event holds
+ * The digest the store chains (version 4): the writer hashes the columns and the time, which the
+ * statement stores as the writer read it, and `verify` recomputes both from the row. Whatever the event holds
  * (JSON values jsonb renders otherwise than JavaScript wrote them, key orders, times with more
  * digits than Postgres keeps, any offset, texts a database stores otherwise), a stored event
  * verifies clean, and any change of a value is found.
@@ -121,6 +122,18 @@ describe('canonical JSON', () => {
   });
 });
 
+describe('a __proto__ key', () => {
+  it('is hashed as a key under version 4, and left out as version 3 always did', () => {
+    const withKey = { ...event(2), details: JSON.parse('{"a":1,"__proto__":{"x":1}}') };
+    const changed = { ...event(2), details: JSON.parse('{"a":1,"__proto__":{"x":2}}') };
+    const without = { ...event(2), details: { a: 1 } };
+    const m = eventMicros(withKey.createdAt) as string;
+    expect(eventDigestV4(withKey, m)).not.toEqual(eventDigestV4(changed, m));
+    expect(eventDigestV4(withKey, m)).not.toEqual(eventDigestV4(without, m));
+    expect(eventColumnsDigest(withKey)).toEqual(eventColumnsDigest(without));
+  });
+});
+
 describe('stored and verified', () => {
   const N = 60;
   beforeAll(async () => {
@@ -137,7 +150,7 @@ describe('stored and verified', () => {
   it('every event is chained under the current version and verifies clean', async () => {
     const v = await t.query(`select chain_v, count(*)::int as n from ${t.schema}.audit_events group by 1`);
     expect(v.rows).toEqual([{ chain_v: CHAIN_DIGEST_VERSION, n: N }]);
-    expect(CHAIN_DIGEST_VERSION).toBe(3);
+    expect(CHAIN_DIGEST_VERSION).toBe(4);
     const r = await verify();
     expect(r.problems).toEqual([]);
     expect(r).toMatchObject({ ok: true, events: N });
@@ -218,9 +231,154 @@ describe('a chain longer than a page', () => {
         `select event_id from ${s2}.audit_events where chain_slot = 0 and details->>'i' is not null order by chain_seq desc limit 1 offset 100`,
       )
     ).rows[0] as { event_id: string };
+    const details = (await t.query(`select details from ${s2}.audit_events where event_id = $1`, [late.event_id]))
+      .rows[0]?.details;
     await t.query(`update ${s2}.audit_events set details = '{"i": -1}' where event_id = $1`, [late.event_id]);
     const r = await verify();
     expect(r.problems).toHaveLength(1);
     expect(r.problems[0]).toMatchObject({ kind: 'changed', eventId: late.event_id });
+    await t.query(`update ${s2}.audit_events set details = $2 where event_id = $1`, [late.event_id, details]);
+    expect((await verify()).problems).toEqual([]);
+  });
+});
+
+describe('the time the writer reads', () => {
+  it('is the time Postgres reads from the same text, to the microsecond, over 2,000 random times of any year', async () => {
+    let seed = 7;
+    const rnd = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed % n;
+    };
+    const pad = (n: number, w: number) => String(n).padStart(w, '0');
+    const times = Array.from({ length: 2000 }, () => {
+      const year = 1 + rnd(9999);
+      const month = 1 + rnd(12);
+      const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+      const day = 1 + rnd([31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1] as number);
+      const fraction = ['', `.${pad(rnd(10), 1)}`, `.${pad(rnd(1000), 3)}`, `.${pad(rnd(1_000_000), 6)}`][rnd(4)];
+      // Postgres reads offsets up to 15:59 (the schema takes up to 23:59: the writer reads those too).
+      const offset = rnd(3) === 0 ? 'Z' : `${rnd(2) ? '+' : '-'}${pad(rnd(16), 2)}:${pad(rnd(60), 2)}`;
+      return `${pad(year, 4)}-${pad(month, 2)}-${pad(day, 2)}T${pad(rnd(24), 2)}:${pad(rnd(60), 2)}:${pad(rnd(60), 2)}${fraction}${offset}`;
+    });
+    const read = (
+      await pool.query(
+        `select t, (extract(epoch from t::timestamptz) * 1000000)::bigint::text as m from unnest($1::text[]) as t`,
+        [times],
+      )
+    ).rows as { t: string; m: string }[];
+    const differ = read.filter((r) => eventMicros(r.t) !== r.m);
+    expect(differ).toEqual([]);
+    expect(eventMicros('2026-12-03 09:00:00Z')).toBeUndefined();
+    expect(eventMicros('1970-01-02T00:00:00+23:59')).toBe(String(60_000_000));
+  });
+
+  it('is the time stored, whatever digits past the microsecond or offset the event has', async () => {
+    const store = new AuditStore(pool, t.schema, policy, { chainSlots: 1 });
+    const events = TIMES.map((createdAt, i) => ({ ...sampleAuditEvent('chain-digest-times', String(i)), createdAt }));
+    expect((await store.writeBatch(events)).inserted).toBe(TIMES.length);
+    await store.close();
+    const stored = await t.query(
+      `select event_id, ${microsTextSql('e')} as m from ${t.schema}.audit_events e where event_id = any($1)`,
+      [events.map((e) => e.eventId)],
+    );
+    expect(new Map(stored.rows.map((r) => [r.event_id, r.m]))).toEqual(
+      new Map(events.map((e) => [e.eventId, eventMicros(e.createdAt)])),
+    );
+    expect((await verify()).problems).toEqual([]);
+  });
+});
+
+describe('events linked by batch', () => {
+  type Row = { event_id: string; name: string; seq: number; ends: boolean };
+  /** The digest an event's row would have if it had been written as it now stands. */
+  const digestOfRow = async (eventId: string) => {
+    const fields = COLUMNS.filter(([c]) => c !== 'created_at')
+      .map(([c, f]) => `e.${c} as "${f}"`)
+      .join(', ');
+    const r = (
+      await t.query(
+        `select ${fields}, ${microsTextSql('e')} as "micros" from ${t.schema}.audit_events e where event_id = $1`,
+        [eventId],
+      )
+    ).rows[0] as Record<string, unknown> & { micros: string };
+    return eventDigestV4(r, r.micros);
+  };
+  const rows = async () =>
+    (
+      await t.query(
+        `select event_id, (details->>'b') || '-' || (details->>'i') as name, chain_seq::int as seq, chain_link is not null as ends
+         from ${t.schema}.audit_events where details->>'batch' = 'linked' order by chain_slot, chain_seq`,
+      )
+    ).rows as Row[];
+
+  beforeAll(async () => {
+    const store = new AuditStore(pool, t.schema, policy, { chainSlots: 1 });
+    const created = new Date().toISOString();
+    for (let b = 0; b < 3; b++) {
+      const events = Array.from({ length: 10 }, (_, i) => ({
+        ...sampleAuditEvent('chain-digest-batches', `${b}-${i}`),
+        createdAt: created,
+        details: { batch: 'linked', b, i },
+      }));
+      expect((await store.writeBatch(events)).inserted).toBe(10);
+    }
+    await store.close();
+  });
+
+  it('each batch carries one link, on its last event, and the chain head is the last link', async () => {
+    const r = await rows();
+    // Batch by batch in the chain; in a batch, events of one time in their ids' order.
+    expect(r.map((x) => x.name.slice(0, 1)).join('')).toBe('000000000011111111112222222222');
+    expect(r.map((x) => x.ends)).toEqual(r.map((_, i) => i % 10 === 9));
+    const head = await t.query(
+      `select (select digest from ${t.schema}.audit_chains c where c.slot = e.chain_slot and c.seq = e.chain_seq) = e.chain_link as same
+       from ${t.schema}.audit_events e where e.event_id = $1`,
+      [(r.at(-1) as { event_id: string }).event_id],
+    );
+    expect(head.rows[0]?.same).toBe(true);
+    expect((await verify()).problems).toEqual([]);
+  });
+
+  it('an event rewritten together with its digest is found by its batch', async () => {
+    const r = await rows();
+    const [first, target, last] = [r[10], r[14], r[19]] as [Row, Row, Row];
+    const before = await t.query(`select reason_code, chain_digest from ${t.schema}.audit_events where event_id = $1`, [
+      target.event_id,
+    ]);
+    await t.query(`update ${t.schema}.audit_events set reason_code = 'policy.rewritten' where event_id = $1`, [
+      target.event_id,
+    ]);
+    await t.query(`update ${t.schema}.audit_events set chain_digest = $2 where event_id = $1`, [
+      target.event_id,
+      await digestOfRow(target.event_id),
+    ]);
+    const found = await verify();
+    expect(found.problems).toHaveLength(1);
+    expect(found.problems[0]).toMatchObject({ kind: 'changed', eventId: first.event_id, seq: first.seq });
+    expect(found.problems[0]?.message).toContain(`places ${first.seq}..${last.seq}`);
+    await t.query(`update ${t.schema}.audit_events set reason_code = $2, chain_digest = $3 where event_id = $1`, [
+      target.event_id,
+      before.rows[0]?.reason_code,
+      before.rows[0]?.chain_digest,
+    ]);
+    expect((await verify()).problems).toEqual([]);
+  });
+
+  it("a batch's link taken away, or moved to another event, is found", async () => {
+    const r = await rows();
+    const [first, inside, end] = [r[0], r[8], r[9]] as [Row, Row, Row];
+    const link = (await t.query(`select chain_link from ${t.schema}.audit_events where event_id = $1`, [end.event_id]))
+      .rows[0]?.chain_link as Buffer;
+    await t.query(`update ${t.schema}.audit_events set chain_link = null where event_id = $1`, [end.event_id]);
+    let found = await verify();
+    expect(found.ok).toBe(false);
+    expect(found.problems[0]).toMatchObject({ kind: 'changed', eventId: first.event_id });
+    await t.query(`update ${t.schema}.audit_events set chain_link = $2 where event_id = $1`, [inside.event_id, link]);
+    found = await verify();
+    expect(found.ok).toBe(false);
+    expect(found.problems[0]).toMatchObject({ kind: 'changed', eventId: first.event_id });
+    await t.query(`update ${t.schema}.audit_events set chain_link = null where event_id = $1`, [inside.event_id]);
+    await t.query(`update ${t.schema}.audit_events set chain_link = $2 where event_id = $1`, [end.event_id, link]);
+    expect((await verify()).problems).toEqual([]);
   });
 });

@@ -157,7 +157,15 @@ it('verify names an UPDATE, a DELETE and an out-of-order INSERT on audit_events,
   expect(shown.stderr).toContain(removed.event_id);
   await t.query(
     `insert into ${t.schema}.audit_events select * from jsonb_populate_recordset(null::${t.schema}.audit_events, $1::jsonb)`,
-    [JSON.stringify(saved.rows.map((row) => ({ ...row, chain_digest: `\\x${row.chain_digest.toString('hex')}` })))],
+    [
+      JSON.stringify(
+        saved.rows.map((row) => ({
+          ...row,
+          chain_digest: `\\x${row.chain_digest.toString('hex')}`,
+          chain_link: row.chain_link && `\\x${row.chain_link.toString('hex')}`,
+        })),
+      ),
+    ],
   );
   expect((await verify()).problems).toEqual([]);
 
