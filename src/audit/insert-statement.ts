@@ -134,8 +134,13 @@ export function auditInsertSql(s: string, absorbing: boolean, chained = true): s
         returning created_at, chain_seq, chain_link
       ),
       moved as (
-        update ${s}.audit_chains a set seq = i.chain_seq, digest = i.chain_link
-        from ins i where i.chain_link is not null and a.day = ${chainDaySql('i.created_at')} and a.slot = $2
+        update ${s}.audit_chains a set seq = i.head_seq + i.ord, digest = i.link
+        from ${
+          // The head moves to the batch's last place. Plain, every row of f is inserted or the
+          // statement fails: the inserted rows say where it is (f is then read once). Absorbing, a
+          // row the insert skips must not hold the head back: it moves as f says.
+          absorbing ? 'f' : `(select created_at, chain_seq as ord, 0 as head_seq, chain_link as link from ins)`
+        } i where i.link is not null and a.day = ${chainDaySql('i.created_at')} and a.slot = $2
       )
       select count(*)::int as inserted from ins`;
 }

@@ -364,6 +364,24 @@ describe('events linked by batch', () => {
     expect((await verify()).problems).toEqual([]);
   });
 
+  it('a batch written again over an event stored that its id no longer names skips it and stays chained', async () => {
+    const store = new AuditStore(pool, t.schema, policy, { chainSlots: 1 });
+    const created = new Date().toISOString();
+    const events = Array.from({ length: 8 }, (_, i) => ({
+      ...sampleAuditEvent('chain-digest-absorbing', String(i)),
+      createdAt: created,
+      details: { batch: 'absorbing', i },
+    }));
+    expect((await store.writeBatch(events.slice(0, 4))).inserted).toBe(4);
+    // The id of a stored event removed by hand: the plain insert meets its row and fails, the
+    // absorbing one skips it.
+    await t.query(`delete from ${t.schema}.audit_event_ids where event_id = $1`, [events[3]?.eventId]);
+    expect((await store.writeBatch(events.slice(3))).inserted).toBe(4);
+    expect(store.absorbed).toBe(1);
+    await store.close();
+    expect((await verify()).problems).toEqual([]);
+  });
+
   it("a batch's link taken away, or moved to another event, is found", async () => {
     const r = await rows();
     const [first, inside, end] = [r[0], r[8], r[9]] as [Row, Row, Row];
