@@ -172,21 +172,30 @@ function fillExpressions(expiredUpTo: number): Record<string, string> {
   };
 }
 
-/** Indexes of the ledger table, and the constraint each one backs (the primary key). */
-async function indexes(db: pg.Pool): Promise<{ name: string; def: string; constraint: string | null }[]> {
+/** Indexes of `table` (in the bench's schema), and the constraint each one backs (the primary key). */
+async function indexes(
+  db: pg.Pool,
+  table: string,
+): Promise<{ name: string; def: string; constraint: string | null }[]> {
   const res = await db.query(
     `select (select relname from pg_class where oid = i.indexrelid) as name, pg_get_indexdef(i.indexrelid) as def, c.conname as constraint
      from pg_index i left join pg_constraint c on c.conindid = i.indexrelid and c.conrelid = i.indrelid
      where i.indrelid = $1::regclass`,
-    [TABLE],
+    [table],
   );
   return res.rows;
 }
 
-/** Adds `add` completed rows (see the header); the first `expired` of them already expired. */
-async function fill(db: pg.Pool, templateKey: string, add: number, expired: number): Promise<void> {
-  if (add <= 0) return;
-  const cols = (
+/**
+ * What a fill writes: into `table`'s `columns`, the `select` expressions over the template row `t`
+ * (of the ledger table), the row number `g` and `a` (`a.h` the row's hash, `a.at` when it
+ * completed, `age` ago).
+ */
+type FillTarget = { table: string; columns: string[]; select: string[]; age: string };
+
+/** The ledger's rows (see the header); the first `expired` of them already expired. */
+async function ledgerFill(db: pg.Pool, expired: number): Promise<FillTarget> {
+  const columns = (
     await db.query(
       `select column_name from information_schema.columns where table_schema = $1 and table_name = 'idempotency_ledger'
        order by ordinal_position`,
@@ -194,11 +203,16 @@ async function fill(db: pg.Pool, templateKey: string, add: number, expired: numb
     )
   ).rows.map((r) => r.column_name as string);
   const ex = fillExpressions(expired);
-  const select = cols.map((c) => ex[c] ?? `t.${c}`).join(', ');
-  const rebuild = add > 100_000 ? await indexes(db) : [];
+  return { table: TABLE, columns, select: columns.map((c) => ex[c] ?? `t.${c}`), age: ex.__age! };
+}
+
+/** Adds `add` rows to `into.table` in SQL, copies of the template row (see the header). */
+async function fill(db: pg.Pool, into: FillTarget, templateKey: string, add: number): Promise<void> {
+  if (add <= 0) return;
+  const rebuild = add > 100_000 ? await indexes(db, into.table) : [];
   for (const ix of rebuild) {
     await db.query(
-      ix.constraint ? `alter table ${TABLE} drop constraint ${ix.constraint}` : `drop index ${SCHEMA}.${ix.name}`,
+      ix.constraint ? `alter table ${into.table} drop constraint ${ix.constraint}` : `drop index ${SCHEMA}.${ix.name}`,
     );
   }
   const started = performance.now();
@@ -207,26 +221,26 @@ async function fill(db: pg.Pool, templateKey: string, add: number, expired: numb
     // Each fill hashes its own seed: keys never repeat a previous fill's.
     const offset = `${run}-${Date.now()}`;
     await db.query(
-      `insert into ${TABLE} (${cols.join(', ')})
-       select ${select}
+      `insert into ${into.table} (${into.columns.join(', ')})
+       select ${into.select.join(', ')}
        from ${TABLE} t, generate_series($2::int8, $3::int8) g,
-         lateral (select md5('${offset}:' || g) as h, now() - ${ex.__age} as at) a
+         lateral (select md5('${offset}:' || g) as h, now() - ${into.age} as at) a
        where t.key = $1`,
       [templateKey, from, to],
     );
     log(
-      `  filled ${to.toLocaleString('en-US')} / ${add.toLocaleString('en-US')} rows (${((performance.now() - started) / 1000).toFixed(0)} s)`,
+      `  filled ${to.toLocaleString('en-US')} / ${add.toLocaleString('en-US')} rows of ${into.table} (${((performance.now() - started) / 1000).toFixed(0)} s)`,
     );
   }
   for (const ix of rebuild) {
     const t0 = performance.now();
     await db.query(ix.def);
     if (ix.constraint) {
-      await db.query(`alter table ${TABLE} add constraint ${ix.constraint} primary key using index ${ix.name}`);
+      await db.query(`alter table ${into.table} add constraint ${ix.constraint} primary key using index ${ix.name}`);
     }
     log(`  rebuilt ${ix.name} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
   }
-  await db.query(`vacuum analyze ${TABLE}`);
+  await db.query(`vacuum analyze ${into.table}`);
 }
 
 /** Updates of the ledger table so far, and how many of them were HOT (the statistics lag: read after a pause). */
@@ -402,7 +416,7 @@ async function main(): Promise<void> {
       const have = await rowCount(db);
       const add = size - have;
       log(`size ${size.toLocaleString('en-US')}: filling ${Math.max(0, add).toLocaleString('en-US')} rows...`);
-      await fill(db, templateKey, add, Math.min(EXPIRED, Math.floor(add / 10)));
+      await fill(db, await ledgerFill(db, Math.min(EXPIRED, Math.floor(add / 10))), templateKey, add);
       const res = await measure(db, ledger, size);
       results.push(res);
       log(
