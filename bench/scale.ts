@@ -67,7 +67,7 @@ import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
 import { alternatingRounds } from './lib/rounds.js';
-import { median, perRoundRatios } from './lib/stats.js';
+import { median, perRoundRatios, round2 } from './lib/stats.js';
 import { printTable } from './lib/table.js';
 
 const SIZES = (process.env.SCALE_ROWS ?? '0,1000000,10000000').split(',').map((s) => Number(s.trim()));
@@ -532,7 +532,7 @@ async function main(): Promise<void> {
         floor_bytes_per_row: Math.round(r.floor.bytesPerRow),
         floor_wal_per_op: Math.round(r.floor.walPerOp),
         floor_wal_per_op_after_checkpoint: Math.round(r.floor.walAfterCheckpoint),
-        pairs_vs_floor: Math.round(median(perRoundRatios(r.pairs, r.floor.pairs)) * 100) / 100,
+        pairs_vs_floor: round2(median(perRoundRatios(r.pairs, r.floor.pairs))),
       });
     }
   } finally {
