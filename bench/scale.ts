@@ -13,6 +13,17 @@
  *   much larger than shared_buffers is nearly every change: the cost at the start of each
  *   checkpoint cycle.
  *
+ * Beside each figure, the fresh floor's (bench/lib/floor-batch.ts: a table `key text primary key,
+ * result jsonb`, the key inserted before the effect and its result stored after, by the same
+ * micro-batcher with the ledger's batching defaults, on a pool of its own as large as the
+ * ledger's): the least a record of a key before its effect and of its result after can cost, on
+ * as many rows. Its table (`fresh_floor`, in the bench's schema, Postgres's default fillfactor
+ * 100) is prefilled with the ledger's keys and results (the same expressions, the same index
+ * rebuild) to the ledger's row count at each size; within a size its rounds alternate with the
+ * ledger's (the order turning every round; the same keys, PAIRS and concurrency), after the same
+ * checkpoint. Printed: floor pairs/s, the ledger's pairs/s over the floor's (median of the rounds'
+ * ratios), floor bytes per row and floor WAL bytes per op.
+ *
  * The rows are prefilled in SQL (generate_series, not through the library): copies of one row the
  * ledger itself claimed and completed, with new random keys (hashes: claims land on random index
  * pages, as real keys do), completed during the last 24 h with a 24 h retention; the oldest
@@ -35,7 +46,7 @@
  * settings over those defaults, e.g. `shared_buffers=2GB,wal_compression=lz4`; ignored with
  * SCALE_DATABASE_URL). It also reports the share of completions that were HOT updates
  * (`pg_stat_user_tables`: new version on the same page, no index entries).
- * Ends with one JSON line per size, `{"bench":"scale",...}`.
+ * Ends with one JSON line per size, `{"bench":"scale",...}` (the floor's figures as `floor_*`).
  */
 
 import { execFileSync } from 'node:child_process';
@@ -46,15 +57,17 @@ import pg from 'pg';
 import { migrate } from '../migrations/migrate.js';
 import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { sweepLedger } from '../src/jobs/ledger-sweeper.js';
-import type { IdempotencyKey } from '../src/keys/idempotency-key.js';
+import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { jobIdFor } from '../src/operation/enqueue.js';
 import { PrivatePostgres } from '../test/helpers/private-postgres.js';
 import { drive } from './lib/drive.js';
+import { freshFloor } from './lib/floor-batch.js';
 import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
-import { median } from './lib/stats.js';
+import { alternatingRounds } from './lib/rounds.js';
+import { median, perRoundRatios, round2 } from './lib/stats.js';
 import { printTable } from './lib/table.js';
 
 const SIZES = (process.env.SCALE_ROWS ?? '0,1000000,10000000').split(',').map((s) => Number(s.trim()));
@@ -74,6 +87,7 @@ const DAY_MS = 86_400_000;
 const FILL_CHUNK = 1_000_000;
 const SCHEMA = 'bench_scale';
 const TABLE = `${SCHEMA}.idempotency_ledger`;
+const FLOOR_TABLE = `${SCHEMA}.fresh_floor`;
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const run = randomBytes(3).toString('hex');
 const hex = (s: string) => createHash('md5').update(s).digest('hex');
@@ -137,7 +151,18 @@ async function replay(ledger: PostgresLedger, it: Item): Promise<void> {
   if (assetId !== it.result.assetId) throw new Error(`replay of ${it.key.resourceKey} got ${claim.kind} ${assetId}`);
 }
 
-const rowCount = async (db: pg.Pool) => Number((await db.query(`select count(*) as n from ${TABLE}`)).rows[0].n);
+type Floor = ReturnType<typeof freshFloor>;
+
+/** The floor's fresh pair: the key (the ledger's primary key for it) inserted, then the same result stored. */
+async function floorFresh(floor: Floor, it: Item): Promise<void> {
+  const key = boundedKey(it.key);
+  if (!(await floor.claim.submit({ key }))) throw new Error(`floor claim of ${key}: already there`);
+  if (!(await floor.done.submit({ key, result: JSON.stringify(it.result) })))
+    throw new Error(`floor: ${key} lost its row`);
+}
+
+const rowCount = async (db: pg.Pool, table = TABLE) =>
+  Number((await db.query(`select count(*) as n from ${table}`)).rows[0].n);
 
 /**
  * The prefill's expressions for the columns it changes; every other column is copied from the
@@ -172,21 +197,30 @@ function fillExpressions(expiredUpTo: number): Record<string, string> {
   };
 }
 
-/** Indexes of the ledger table, and the constraint each one backs (the primary key). */
-async function indexes(db: pg.Pool): Promise<{ name: string; def: string; constraint: string | null }[]> {
+/** Indexes of `table` (in the bench's schema), and the constraint each one backs (the primary key). */
+async function indexes(
+  db: pg.Pool,
+  table: string,
+): Promise<{ name: string; def: string; constraint: string | null }[]> {
   const res = await db.query(
     `select (select relname from pg_class where oid = i.indexrelid) as name, pg_get_indexdef(i.indexrelid) as def, c.conname as constraint
      from pg_index i left join pg_constraint c on c.conindid = i.indexrelid and c.conrelid = i.indrelid
      where i.indrelid = $1::regclass`,
-    [TABLE],
+    [table],
   );
   return res.rows;
 }
 
-/** Adds `add` completed rows (see the header); the first `expired` of them already expired. */
-async function fill(db: pg.Pool, templateKey: string, add: number, expired: number): Promise<void> {
-  if (add <= 0) return;
-  const cols = (
+/**
+ * What a fill writes: into `table`'s `columns`, the `select` expressions over the template row `t`
+ * (of the ledger table), the row number `g` and `a` (`a.h` the row's hash, `a.at` when it
+ * completed, `age` ago).
+ */
+type FillTarget = { table: string; columns: string[]; select: string[]; age: string };
+
+/** The ledger's rows (see the header); the first `expired` of them already expired. */
+async function ledgerFill(db: pg.Pool, expired: number): Promise<FillTarget> {
+  const columns = (
     await db.query(
       `select column_name from information_schema.columns where table_schema = $1 and table_name = 'idempotency_ledger'
        order by ordinal_position`,
@@ -194,11 +228,22 @@ async function fill(db: pg.Pool, templateKey: string, add: number, expired: numb
     )
   ).rows.map((r) => r.column_name as string);
   const ex = fillExpressions(expired);
-  const select = cols.map((c) => ex[c] ?? `t.${c}`).join(', ');
-  const rebuild = add > 100_000 ? await indexes(db) : [];
+  return { table: TABLE, columns, select: columns.map((c) => ex[c] ?? `t.${c}`), age: ex.__age! };
+}
+
+/** The floor's rows: the ledger's keys and results, as the ledger's fill makes them. */
+function floorFill(): FillTarget {
+  const ex = fillExpressions(0);
+  return { table: FLOOR_TABLE, columns: ['key', 'result'], select: [ex.key!, ex.result!], age: ex.__age! };
+}
+
+/** Adds `add` rows to `into.table` in SQL, copies of the template row (see the header). */
+async function fill(db: pg.Pool, into: FillTarget, templateKey: string, add: number): Promise<void> {
+  if (add <= 0) return;
+  const rebuild = add > 100_000 ? await indexes(db, into.table) : [];
   for (const ix of rebuild) {
     await db.query(
-      ix.constraint ? `alter table ${TABLE} drop constraint ${ix.constraint}` : `drop index ${SCHEMA}.${ix.name}`,
+      ix.constraint ? `alter table ${into.table} drop constraint ${ix.constraint}` : `drop index ${SCHEMA}.${ix.name}`,
     );
   }
   const started = performance.now();
@@ -207,26 +252,26 @@ async function fill(db: pg.Pool, templateKey: string, add: number, expired: numb
     // Each fill hashes its own seed: keys never repeat a previous fill's.
     const offset = `${run}-${Date.now()}`;
     await db.query(
-      `insert into ${TABLE} (${cols.join(', ')})
-       select ${select}
+      `insert into ${into.table} (${into.columns.join(', ')})
+       select ${into.select.join(', ')}
        from ${TABLE} t, generate_series($2::int8, $3::int8) g,
-         lateral (select md5('${offset}:' || g) as h, now() - ${ex.__age} as at) a
+         lateral (select md5('${offset}:' || g) as h, now() - ${into.age} as at) a
        where t.key = $1`,
       [templateKey, from, to],
     );
     log(
-      `  filled ${to.toLocaleString('en-US')} / ${add.toLocaleString('en-US')} rows (${((performance.now() - started) / 1000).toFixed(0)} s)`,
+      `  filled ${to.toLocaleString('en-US')} / ${add.toLocaleString('en-US')} rows of ${into.table} (${((performance.now() - started) / 1000).toFixed(0)} s)`,
     );
   }
   for (const ix of rebuild) {
     const t0 = performance.now();
     await db.query(ix.def);
     if (ix.constraint) {
-      await db.query(`alter table ${TABLE} add constraint ${ix.constraint} primary key using index ${ix.name}`);
+      await db.query(`alter table ${into.table} add constraint ${ix.constraint} primary key using index ${ix.name}`);
     }
     log(`  rebuilt ${ix.name} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
   }
-  await db.query(`vacuum analyze ${TABLE}`);
+  await db.query(`vacuum analyze ${into.table}`);
 }
 
 /** Updates of the ledger table so far, and how many of them were HOT (the statistics lag: read after a pause). */
@@ -251,34 +296,46 @@ type SizeResult = {
   sweepPerSec: number | null;
   pairsDuringSweep: number | null;
   deadTuples: number;
+  /** The fresh floor's figures, from rounds alternating with the ledger's, on as many rows. */
+  floor: { rows: number; pairs: number[]; walPerOp: number; walAfterCheckpoint: number; bytesPerRow: number };
 };
 
-async function measure(db: pg.Pool, ledger: PostgresLedger, size: number): Promise<SizeResult> {
+async function measure(db: pg.Pool, ledger: PostgresLedger, floor: Floor, size: number): Promise<SizeResult> {
   const rows = await rowCount(db);
-  const pairs: number[] = [];
+  const floorRows = await rowCount(db, FLOOR_TABLE);
   const replays: number[] = [];
-  const wal: number[] = [];
   // One checkpoint per size: round 1 starts a checkpoint cycle (full-page images of every page it
   // touches first), later rounds run on as the cycle goes (another checkpoint may come meanwhile).
+  // The ledger and the floor share no pages, so in each round both pay their own first changes.
   await db.query('checkpoint');
   const updatesBefore = await updates(db);
-  for (let r = 0; r < ROUNDS; r++) {
+  // The same keys for both (in their own tables); the order turns every round.
+  const rounds = await alternatingRounds(['ledger', 'floor'] as const, ROUNDS, async (variant, r) => {
     const batch = `s${size}-r${r}`;
     const before = await walPosition(db);
-    pairs.push(await drive(PAIRS, CONCURRENCY, (i) => fresh(ledger, item(batch, i))));
-    wal.push((await walSince(db, before)) / PAIRS);
-    replays.push(await drive(PAIRS, CONCURRENCY, (i) => replay(ledger, item(batch, i))));
-    log(
-      `  round ${r + 1}: pairs ${Math.round(pairs[r]!)}/s, replay ${Math.round(replays[r]!)}/s, WAL ${Math.round(wal[r]!)} B/op`,
+    const rate = await drive(PAIRS, CONCURRENCY, (i) =>
+      variant === 'ledger' ? fresh(ledger, item(batch, i)) : floorFresh(floor, item(batch, i)),
     );
-  }
+    const wal = (await walSince(db, before)) / PAIRS;
+    if (variant === 'ledger') replays.push(await drive(PAIRS, CONCURRENCY, (i) => replay(ledger, item(batch, i))));
+    const replayed = variant === 'ledger' ? `, replay ${Math.round(replays[r]!)}/s` : '';
+    log(`  round ${r + 1} ${variant}: pairs ${Math.round(rate)}/s${replayed}, WAL ${Math.round(wal)} B/op`);
+    return { rate, wal };
+  });
+  const pairs = rounds.get('ledger')!.map((m) => m.rate);
+  const wal = rounds.get('ledger')!.map((m) => m.wal);
+  const floorWal = rounds.get('floor')!.map((m) => m.wal);
   const updatesAfter = await updates(db);
   const hotShare = (updatesAfter.hot - updatesBefore.hot) / Math.max(1, updatesAfter.all - updatesBefore.all);
   log(`  HOT updates: ${(hotShare * 100).toFixed(0)} % of ${updatesAfter.all - updatesBefore.all}`);
   const after = await rowCount(db);
   if (after !== rows + ROUNDS * PAIRS)
     throw new Error(`${after} rows after the rounds, expected ${rows + ROUNDS * PAIRS}`);
+  const floorAfter = await rowCount(db, FLOOR_TABLE);
+  if (floorAfter !== floorRows + ROUNDS * PAIRS)
+    throw new Error(`${floorAfter} floor rows after the rounds, expected ${floorRows + ROUNDS * PAIRS}`);
   const stored = await storedBytes(db, SCHEMA, ['idempotency_ledger']);
+  const floorStored = await storedBytes(db, SCHEMA, ['fresh_floor']);
   const split = (
     await db.query(`select pg_table_size($1::regclass) as heap, pg_indexes_size($1::regclass) as idx`, [TABLE])
   ).rows[0];
@@ -288,7 +345,7 @@ async function measure(db: pg.Pool, ledger: PostgresLedger, size: number): Promi
     [SCHEMA],
   );
   log(
-    `  on disk: heap ${Math.round(split.heap / after)} B/row, indexes ${Math.round(split.idx / after)} B/row (${perIndex.rows.map((r) => `${r.name} ${Math.round(r.bytes / after)}`).join(', ')})`,
+    `  on disk: heap ${Math.round(split.heap / after)} B/row, indexes ${Math.round(split.idx / after)} B/row (${perIndex.rows.map((r) => `${r.name} ${Math.round(r.bytes / after)}`).join(', ')}); the floor ${Math.round(floorStored.total / floorAfter)} B/row`,
   );
 
   // The sweeper against the expired rows, a claim load beside it.
@@ -340,6 +397,13 @@ async function measure(db: pg.Pool, ledger: PostgresLedger, size: number): Promi
     sweepPerSec,
     pairsDuringSweep,
     deadTuples: Number(dead.rows[0]?.n ?? 0),
+    floor: {
+      rows: floorAfter,
+      pairs: rounds.get('floor')!.map((m) => m.rate),
+      walPerOp: median(floorWal),
+      walAfterCheckpoint: floorWal[0]!,
+      bytesPerRow: floorStored.total / floorAfter,
+    },
   };
 }
 
@@ -368,11 +432,14 @@ async function main(): Promise<void> {
       });
   const url = external ?? server!.url();
   const db = new pg.Pool({ connectionString: url, max: 2 });
+  // The floor's own pool, as large as the ledger's.
+  const floorPool = new pg.Pool({ connectionString: url, max: POOL_SIZE });
   let ledger: PostgresLedger | undefined;
   try {
     if (external) await db.query(`drop schema if exists ${SCHEMA} cascade`);
     await migrate({ connectionString: url, schema: SCHEMA });
     await db.query(`alter table ${TABLE} set (autovacuum_enabled = true)`);
+    await db.query(`create table ${FLOOR_TABLE} (key text primary key, result jsonb) with (autovacuum_enabled = true)`);
     if (FILLFACTOR !== undefined) await db.query(`alter table ${TABLE} set (fillfactor = ${FILLFACTOR})`);
     const fillfactor = (
       await db.query(
@@ -397,26 +464,35 @@ async function main(): Promise<void> {
     const templateKey = (await db.query(`select key from ${TABLE} limit 1`)).rows[0].key as string;
     // Warm-up (connections, prepared statements); its rows stay, as the template does.
     await drive(1000, CONCURRENCY, (i) => fresh(ledger!, item('warmup', i)));
+    const floor = freshFloor(floorPool, FLOOR_TABLE, 'bench_scale_floor');
+    await drive(1000, CONCURRENCY, (i) => floorFresh(floor, item('warmup', i)));
     const results: SizeResult[] = [];
     for (const size of SIZES) {
       const have = await rowCount(db);
       const add = size - have;
       log(`size ${size.toLocaleString('en-US')}: filling ${Math.max(0, add).toLocaleString('en-US')} rows...`);
-      await fill(db, templateKey, add, Math.min(EXPIRED, Math.floor(add / 10)));
-      const res = await measure(db, ledger, size);
+      await fill(db, await ledgerFill(db, Math.min(EXPIRED, Math.floor(add / 10))), templateKey, add);
+      // The floor to as many rows as the ledger has now (the sweeps before deleted some of its).
+      await fill(db, floorFill(), templateKey, (await rowCount(db)) - (await rowCount(db, FLOOR_TABLE)));
+      const res = await measure(db, ledger, floor, size);
       results.push(res);
       log(
-        `  ${res.rows} rows: ${Math.round(res.bytesPerRow)} B/row, WAL ${Math.round(res.walPerOp)} B/op, ${res.deadTuples} dead tuples; free disk ${freeDisk()}`,
+        `  ${res.rows} rows: ${Math.round(res.bytesPerRow)} B/row, WAL ${Math.round(res.walPerOp)} B/op, ${res.deadTuples} dead tuples; the floor ${Math.round(res.floor.bytesPerRow)} B/row, WAL ${Math.round(res.floor.walPerOp)} B/op; free disk ${freeDisk()}`,
       );
     }
     const fmt = (x: number | null) => (x === null ? '-' : String(Math.round(x)));
+    const rates = (xs: number[]) => `${xs.map((x) => Math.round(x)).join(' / ')} (${fmt(median(xs))})`;
     printTable(
       [
         'rows',
         'pairs/s',
+        'floor pairs/s',
+        'ledger/floor',
         'replay/s',
         'bytes/row',
+        'floor bytes/row',
         'WAL B/op',
+        'floor WAL B/op',
         '(round 1)',
         'HOT %',
         'sweep rows/s',
@@ -424,10 +500,14 @@ async function main(): Promise<void> {
       ],
       results.map((r) => [
         r.rows.toLocaleString('en-US'),
-        `${r.pairs.map((x) => Math.round(x)).join(' / ')} (${fmt(median(r.pairs))})`,
-        `${r.replays.map((x) => Math.round(x)).join(' / ')} (${fmt(median(r.replays))})`,
+        rates(r.pairs),
+        rates(r.floor.pairs),
+        median(perRoundRatios(r.pairs, r.floor.pairs)).toFixed(2),
+        rates(r.replays),
         fmt(r.bytesPerRow),
+        fmt(r.floor.bytesPerRow),
         fmt(r.walPerOp),
+        fmt(r.floor.walPerOp),
         fmt(r.walAfterCheckpoint),
         fmt(r.hotShare * 100),
         fmt(r.sweepPerSec),
@@ -447,11 +527,18 @@ async function main(): Promise<void> {
         pg_settings: Object.keys(PG_SETTINGS).length > 0 ? PG_SETTINGS : null,
         sweep_per_s: r.sweepPerSec === null ? null : Math.round(r.sweepPerSec),
         pairs_beside_sweep_per_s: r.pairsDuringSweep === null ? null : Math.round(r.pairsDuringSweep),
+        floor_rows: r.floor.rows,
+        floor_pairs_per_s: Math.round(median(r.floor.pairs)),
+        floor_bytes_per_row: Math.round(r.floor.bytesPerRow),
+        floor_wal_per_op: Math.round(r.floor.walPerOp),
+        floor_wal_per_op_after_checkpoint: Math.round(r.floor.walAfterCheckpoint),
+        pairs_vs_floor: round2(median(perRoundRatios(r.pairs, r.floor.pairs))),
       });
     }
   } finally {
     await ledger?.close().catch(() => {});
     if (external) await db.query(`drop schema if exists ${SCHEMA} cascade`).catch((e) => log(String(e)));
+    await floorPool.end();
     await db.end();
     await server?.destroy();
   }
