@@ -32,23 +32,40 @@ const storers = new WeakMap<RedactionPolicy, IdentifierStorer>();
 /** Values decided, per storer, up to this many (job and task ids recur in every event of a job). */
 const MEMO_MAX = 10_000;
 
+/** A value decided: its stored form, for the operation id it was decided against. */
+type Decided = { operationId: string; stored: string };
+
 /** The storer of `policy` (made once per policy). */
 export function identifierStorer(policy: RedactionPolicy): IdentifierStorer {
   let storer = storers.get(policy);
   if (storer) return storer;
   const { keyring } = engineOf(policy);
   const grammars = new Map<string, Grammar>(fieldGrammarsOf(policy));
-  const memo = new Map<string, string>();
+  // Per field, by the value itself, not by a string joining field, operation id and value: every
+  // job's id is new and asked once at its claim, and a joined key is a long string made and
+  // hashed for each. The operation id is compared with what the value was decided against.
+  const memos = new Map<StoredIdentifierField, Map<string, Decided>>();
+  let memoSize = 0;
   storer = (field, value, context) => {
-    const memoKey = `${field}\u0000${context?.operationId ?? ''}\u0000${value}`;
-    const known = memo.get(memoKey);
-    if (known !== undefined) return known;
+    const operationId = context?.operationId ?? '';
+    let memo = memos.get(field);
+    const known = memo?.get(value);
+    if (known !== undefined && known.operationId === operationId) return known.stored;
     const grammar = grammars.get(field) as Grammar;
     let stored: string;
     if (keyring.recognise(value, 'hmac') !== undefined) stored = value;
     else stored = grammar(value, context ?? {}) ? value : keyring.identifierRef(value);
-    if (memo.size >= MEMO_MAX) memo.clear();
-    memo.set(memoKey, stored);
+    if (memoSize >= MEMO_MAX) {
+      memos.clear();
+      memoSize = 0;
+      memo = undefined;
+    }
+    if (memo === undefined) {
+      memo = new Map();
+      memos.set(field, memo);
+    }
+    if (!memo.has(value)) memoSize++;
+    memo.set(value, { operationId, stored });
     return stored;
   };
   storers.set(policy, storer);
