@@ -157,16 +157,31 @@ export function isEventId(v: string): boolean {
 }
 
 /**
+ * Canonical keys that passed {@link isLibraryKey} (in either form it is asked for): a key is told
+ * in several fields of each of its events (resource, operation, and the job id's check), and its
+ * check runs a structure test over the whole key. Only passing keys are kept (they are stored in
+ * clear anyway); past the bound the memory starts over.
+ */
+const canonicalKeys = new Set<string>();
+const MAX_CANONICAL_KEYS = 4096;
+
+/**
  * An idempotency key as the library writes it (`canonicalKey`, or with `bounded` also the hashed
  * form of `boundedKey`), whose decoded parts are identifiers: a key that carries an e-mail
  * address or a token in its resource key does not pass. Its escapes are only those of
  * identifier separators, so the structure is checked on the encoded text, without decoding.
  */
 export function isLibraryKey(v: string, bounded: boolean): boolean {
+  if (canonicalKeys.has(v)) return true;
   if (v.length > 255) return false;
-  // A namespace names an application's operations: one that reads as a date or a personal
-  // number (`1996-12-09T00:25:00Z` has the key's three parts) is no key.
-  if (CANONICAL_KEY.test(v)) return hasIdentifierStructure(v) && !looksLikePersonalNumber(v.slice(0, v.indexOf(':')));
+  if (CANONICAL_KEY.test(v)) {
+    // A namespace names an application's operations: one that reads as a date or a personal
+    // number (`1996-12-09T00:25:00Z` has the key's three parts) is no key.
+    if (!hasIdentifierStructure(v) || looksLikePersonalNumber(v.slice(0, v.indexOf(':')))) return false;
+    if (canonicalKeys.size >= MAX_CANONICAL_KEYS) canonicalKeys.clear();
+    canonicalKeys.add(v);
+    return true;
+  }
   if (!bounded) return false;
   // The prefix may end inside an escape (`%2`), which the hash form cuts as it is.
   const m = BOUNDED_KEY.exec(v);
@@ -182,9 +197,10 @@ const MAX_JOB_KEYS = 20_000;
  * token of that shape does not pass), or an identifier.
  */
 export function isJobId(v: string, operationKey: string | undefined): boolean {
+  // A pair passed before is a library job id of a library key: nothing to check again.
+  if (operationKey !== undefined && jobKeys.get(v) === operationKey) return true;
   if (!LIBRARY_JOB_ID.test(v)) return isIdentifier(v, 255);
   if (operationKey === undefined || !isLibraryKey(operationKey, true)) return false;
-  if (jobKeys.get(v) === operationKey) return true;
   if (v !== jobIdOfKey(operationKey)) return false;
   if (jobKeys.size >= MAX_JOB_KEYS) jobKeys.clear();
   jobKeys.set(v, operationKey);

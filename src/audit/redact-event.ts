@@ -76,7 +76,6 @@ function remembered(grammar: (v: string) => boolean): (v: string) => boolean {
 function grammarsOf(formats: CompiledIdentifierFormats): readonly [TextField, Grammar][] {
   const id = (field: TextField, max: number): Grammar => remembered((v) => isFieldIdentifier(field, v, max, formats));
   const resourceId = remembered((v) => isFieldIdentifier('resourceId', v, 255, formats));
-  const resourceKey = remembered((v) => isLibraryKey(v, true));
   const stateRef = (field: 'beforeStateRef' | 'afterStateRef') =>
     remembered((v) => isStateRef(v) || (formats.declared && formats.matches(field, v)));
   return [
@@ -85,9 +84,9 @@ function grammarsOf(formats: CompiledIdentifierFormats): readonly [TextField, Gr
     ['resourceType', remembered(isTypeName)],
     [
       'resourceId',
-      (v, e) =>
-        resourceId(v) ||
-        (e.actorType === 'system' && e.resourceType === 'idempotency_key' ? resourceKey(v) : isLibraryKey(v, false)),
+      // The key forms first: a key is remembered when it passes (see isLibraryKey), while the
+      // identifier grammar, which a key with an escape (`%2F`) fails, would be asked again at every event.
+      (v, e) => isLibraryKey(v, e.actorType === 'system' && e.resourceType === 'idempotency_key') || resourceId(v),
     ],
     ['reasonCode', remembered((v) => isCode(v) || (formats.declared && formats.matches('reasonCode', v)))],
     ['taskId', id('taskId', 200)],

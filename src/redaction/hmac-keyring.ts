@@ -61,9 +61,15 @@ export class HmacKeyring {
     );
   }
 
-  /** base64url HMAC of `data` in `domain` with the key `keyId` (the current key by default). */
+  /**
+   * base64url HMAC of `data` in `domain` with the key `keyId` (the current key by default). A
+   * string is given in one update with its domain (the same bytes as three updates): each update
+   * is a call into native code, and a reference or a content hash is made for most events.
+   */
   digest(domain: RefDomain, data: string | Uint8Array, keyId = this.currentId): string {
-    return createHmac('sha256', this.#key(keyId)).update(domain).update('\0').update(data).digest('base64url');
+    const hmac = createHmac('sha256', this.#key(keyId));
+    if (typeof data === 'string') return hmac.update(`${domain}\0${data}`).digest('base64url');
+    return hmac.update(domain).update('\0').update(data).digest('base64url');
   }
 
   /** `hmac:<keyId>:<43 chars>` for an identifier. */
