@@ -1,7 +1,12 @@
 import type { StatisticsRefresh } from '../db/statistics-refresh.js';
 import { type ClaimRow, claimsOf, inKeyOrder, newRow } from './claim-rows.js';
 import type { ClaimAnswerRow } from './sql/claim.js';
+import type { Completion } from './sql/complete.js';
+import type { Int8 } from './sql/statement.js';
 import type { StatementRunner } from './statement-runner.js';
+
+/** A completed key's row: the database time of its completion. */
+export type CompletedRow = { key: string; at_ms: Int8 };
 
 /**
  * Claims distinct keys; the answer per key is its row. Three statements, each only for the keys
@@ -9,7 +14,9 @@ import type { StatementRunner } from './statement-runner.js';
  * live leases: no write, no commit); a plain insert (`insertNew`) claims the keys that were absent;
  * the full claim statement (`claim`) takes over or reclaims the rest, and any key a concurrent
  * claimer inserted between the read and the insert. When recent keys were mostly new, the read
- * is skipped and the insert goes first. Each key's outcome is that of the full claim alone.
+ * is skipped and the insert goes first ({@link insertFirst}): then the insert may carry the
+ * completions of finished attempts too ({@link writeBatch}), one commit for both. Each key's
+ * outcome is that of the full claim alone.
  */
 export class Claimer {
   /** Share of recently claimed keys that already had a row: decides read-first or insert-first. */
@@ -22,52 +29,124 @@ export class Claimer {
     private readonly statistics: StatisticsRefresh | undefined,
   ) {}
 
+  /** Recent keys were mostly new: a read would find nothing, so claims insert first. */
+  get insertFirst(): boolean {
+    return this.existingShare < 0.2;
+  }
+
   async claimBatch(reqs: readonly ClaimRow[]): Promise<Map<string, ClaimAnswerRow>> {
     const sorted = inKeyOrder(reqs);
     const answers = new Map<string, ClaimAnswerRow>();
-    let absent: readonly ClaimRow[] = sorted;
-    const rest: ClaimRow[] = [];
-    // Mostly new keys lately: the read would find nothing, so insert first.
-    const readFirst = this.existingShare >= 0.2;
-    if (readFirst) {
+    if (!this.insertFirst) {
       const peeked = await this.sql.run('peek', {
         keys: sorted.map((r) => r.key),
         fingerprints: sorted.map((r) => r.claim.fingerprint),
         clockOffsetMs: this.clockOffsetMs,
       });
       const found = new Map(peeked.map((row) => [row.key, row]));
-      const none: ClaimRow[] = [];
+      const absent: ClaimRow[] = [];
+      const rest: ClaimRow[] = [];
       for (const r of sorted) {
         const row = found.get(r.key);
-        if (!row) none.push(r);
+        if (!row) absent.push(r);
         else if (row.claimable) rest.push(r);
         else answers.set(r.key, row);
       }
-      absent = none;
+      this.observe(sorted.length - absent.length, sorted.length);
+      const inserted = absent.length > 0 ? (await this.insert(absent, [])).inserted : [];
+      await this.settle(absent, inserted, rest, answers);
+      return answers;
     }
-    if (absent.length > 0) {
-      // A concurrent claimer inserted one of the keys first: the full claim arbitrates them all.
-      const inserted = await this.sql
-        .runRetryingDeadlock('insertNew', claimsOf(absent, this.clockOffsetMs))
-        .catch((err: unknown) => {
-          if ((err as { code?: string }).code === '23505') return [];
-          throw err;
-        });
-      this.statistics?.add(inserted.length);
-      if (inserted.length > 0) {
-        const byKey = new Map(absent.map((r) => [r.key, r]));
-        for (const row of inserted) answers.set(row.key, newRow(byKey.get(row.key) as ClaimRow, row));
-      }
-      for (const r of absent) if (!answers.has(r.key)) rest.push(r);
+    const { inserted } = await this.insert(sorted, []);
+    await this.settle(sorted, inserted, [], answers, true);
+    return answers;
+  }
+
+  /**
+   * Claims of keys expected absent (insert first) and completions of finished attempts, distinct
+   * keys, in one statement (`insertAndComplete`): a batch of fresh jobs costs one commit for
+   * their claims and the completions of the jobs before them. A claim whose key has a row goes
+   * through the full claim after it. Answers each claim's row and each completed key's row (a
+   * completion without one was fenced).
+   */
+  async writeBatch(
+    claims: readonly ClaimRow[],
+    completions: readonly Completion[],
+  ): Promise<Map<string, ClaimAnswerRow | CompletedRow>> {
+    const done = inKeyOrder(completions);
+    if (claims.length === 0) {
+      const rows = await this.sql.runRetryingDeadlock('complete', {
+        completions: done,
+        clockOffsetMs: this.clockOffsetMs,
+      });
+      return new Map(rows.map((row) => [row.key, row]));
     }
-    // An exponential average of the share of keys that already had a row.
-    const existing = readFirst ? sorted.length - absent.length : rest.length;
-    this.existingShare = 0.8 * this.existingShare + 0.2 * (existing / sorted.length);
-    if (rest.length > 0) {
-      const ordered = inKeyOrder(rest);
-      const claimed = await this.sql.runRetryingDeadlock('claim', claimsOf(ordered, this.clockOffsetMs));
+    const sorted = inKeyOrder(claims);
+    const { inserted, completed } = await this.insert(sorted, done);
+    const claimed = new Map<string, ClaimAnswerRow>();
+    await this.settle(sorted, inserted, [], claimed, true);
+    const answers = new Map<string, ClaimAnswerRow | CompletedRow>(claimed);
+    for (const row of completed) answers.set(row.key, row);
+    return answers;
+  }
+
+  /**
+   * The plain insert of `absent` (key order), with the completions `done` (key order) when there
+   * are any. A key a concurrent claimer inserted first fails the statement (23505) and writes
+   * nothing: then no key is inserted (the full claim arbitrates them all) and the completions run
+   * again alone.
+   */
+  private async insert(
+    absent: readonly ClaimRow[],
+    done: readonly Completion[],
+  ): Promise<{ inserted: { key: string; at_ms: Int8 }[]; completed: CompletedRow[] }> {
+    const claims = claimsOf(absent, this.clockOffsetMs);
+    try {
+      if (done.length === 0)
+        return { inserted: await this.sql.runRetryingDeadlock('insertNew', claims), completed: [] };
+      const rows = await this.sql.runRetryingDeadlock('insertAndComplete', { ...claims, completions: done });
+      const inserted: { key: string; at_ms: Int8 }[] = [];
+      const completed: CompletedRow[] = [];
+      for (const row of rows) (row.completed ? completed : inserted).push(row);
+      return { inserted, completed };
+    } catch (err) {
+      if ((err as { code?: string }).code !== '23505') throw err;
+      const completed =
+        done.length === 0
+          ? []
+          : await this.sql.runRetryingDeadlock('complete', { completions: done, clockOffsetMs: this.clockOffsetMs });
+      return { inserted: [], completed };
+    }
+  }
+
+  /**
+   * Answers the inserted keys of `absent` with their new rows, and runs the full claim for the
+   * rest of `absent` and for `rest` (claimable rows the read found). `insertFirst`: no read
+   * preceded, so the keys that had a row count toward the share of existing keys.
+   */
+  private async settle(
+    absent: readonly ClaimRow[],
+    inserted: readonly { key: string; at_ms: Int8 }[],
+    rest: ClaimRow[],
+    answers: Map<string, ClaimAnswerRow>,
+    insertFirst = false,
+  ): Promise<void> {
+    this.statistics?.add(inserted.length);
+    if (inserted.length > 0) {
+      const byKey = new Map(absent.map((r) => [r.key, r]));
+      for (const row of inserted) answers.set(row.key, newRow(byKey.get(row.key) as ClaimRow, row));
+    }
+    const full = [...rest];
+    for (const r of absent) if (!answers.has(r.key)) full.push(r);
+    if (insertFirst) this.observe(absent.length - inserted.length, absent.length);
+    if (full.length > 0) {
+      const claimed = await this.sql.runRetryingDeadlock('claim', claimsOf(inKeyOrder(full), this.clockOffsetMs));
       for (const row of claimed) answers.set(row.key, row);
     }
-    return answers;
+  }
+
+  /** Folds `existing` of `total` claimed keys that already had a row into the exponential average. */
+  private observe(existing: number, total: number): void {
+    if (total > 0) this.existingShare = 0.8 * this.existingShare + 0.2 * (existing / total);
   }
 }

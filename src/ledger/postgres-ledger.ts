@@ -10,17 +10,8 @@ import {
   RecordLostError,
   StaleEpochError,
 } from '../errors/errors.js';
-import {
-  atOf,
-  type ClaimRow,
-  checkPositiveMs,
-  claimRowOf,
-  inKeyOrder,
-  textColumn,
-  toKey,
-  toOutcome,
-} from './claim-rows.js';
-import { Claimer } from './claimer.js';
+import { atOf, type ClaimRow, checkPositiveMs, claimRowOf, textColumn, toKey, toOutcome } from './claim-rows.js';
+import { Claimer, type CompletedRow } from './claimer.js';
 import { type LedgerMetrics, ledgerMetrics } from './ledger-metrics.js';
 import {
   DEFAULT_MAX_RESULT_BYTES,
@@ -35,7 +26,6 @@ import { toRecord } from './ledger-record.js';
 import { DEFAULT_OVERLAP_AFTER_MS, MicroBatcher } from './micro-batcher.js';
 import type { ClaimAnswerRow } from './sql/claim.js';
 import type { Completion } from './sql/complete.js';
-import type { RowOf } from './sql/index.js';
 import { StatementRunner } from './statement-runner.js';
 import { boundError, StoredValues } from './stored-values.js';
 import { sweepPage } from './sweep.js';
@@ -66,7 +56,14 @@ export {
 
 const MAX_CLAIM_ROUNDS = 8;
 
-type CompletedRow = RowOf<'complete'>;
+/** A write of the write batcher: a claim (insert first) or a completion, of one key. */
+type WriteRequest =
+  | { key: string; claim: ClaimRow; completion?: undefined }
+  | { key: string; completion: Completion; claim?: undefined };
+
+const claimsIn = (reqs: readonly WriteRequest[]): ClaimRow[] => reqs.flatMap((r) => (r.claim ? [r.claim] : []));
+const completionsIn = (reqs: readonly WriteRequest[]): Completion[] =>
+  reqs.flatMap((r) => (r.completion ? [r.completion] : []));
 
 /**
  * The Postgres idempotency ledger: the durable truth every attempt must pass before it may
@@ -93,7 +90,11 @@ export class PostgresLedger {
   private kysely: Kysely<unknown> | undefined;
   private readonly claimer: Claimer;
   private readonly claimBatcher: MicroBatcher<ClaimRow, ClaimAnswerRow> | undefined;
-  private readonly completeBatcher: MicroBatcher<Completion, CompletedRow> | undefined;
+  /**
+   * The writes of fresh jobs: completions, and claims while recent keys were mostly new (the
+   * claimer goes insert first then); a batch of both is one statement and one commit.
+   */
+  private readonly writeBatcher: MicroBatcher<WriteRequest, ClaimAnswerRow | CompletedRow> | undefined;
   /** Analyzes a young table so that named statements' cached plans use its index (named statements only). */
   private readonly statistics: StatisticsRefresh | undefined;
 
@@ -116,7 +117,12 @@ export class PostgresLedger {
       const maxInFlight = options.batching?.maxInFlight ?? 4;
       const overlap = options.batching?.overlapAfterMs ?? DEFAULT_OVERLAP_AFTER_MS;
       this.claimBatcher = new MicroBatcher((rows) => this.claimer.claimBatch(rows), maxBatch, maxInFlight, overlap);
-      this.completeBatcher = new MicroBatcher((rows) => this.completeBatch(rows), maxBatch, maxInFlight, overlap);
+      this.writeBatcher = new MicroBatcher(
+        (reqs) => this.claimer.writeBatch(claimsIn(reqs), completionsIn(reqs)),
+        maxBatch,
+        maxInFlight,
+        overlap,
+      );
     }
     if (!(maxResultBytes > 0)) {
       throw new IdempotencyConfigError('maxResultBytes must be > 0', { option: 'maxResultBytes' });
@@ -138,9 +144,12 @@ export class PostgresLedger {
     const k = req.key;
     this.metrics.claims++;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const row = this.claimBatcher
-        ? await this.claimBatcher.submit(req)
-        : (await this.claimer.claimBatch([req])).get(k);
+      // Insert first (recent keys mostly new): the claim goes with the completions waiting to be written.
+      const row = !this.claimBatcher
+        ? (await this.claimer.claimBatch([req])).get(k)
+        : this.writeBatcher && this.claimer.insertFirst
+          ? ((await this.writeBatcher.submit({ key: k, claim: req })) as ClaimAnswerRow | undefined)
+          : await this.claimBatcher.submit(req);
       // No row, or a snapshot that looked claimable while a concurrent claimer won: read again.
       if (!row || (!row.acquired && row.claimable)) continue;
       const outcome = toOutcome(row, options.fingerprint);
@@ -151,18 +160,6 @@ export class PostgresLedger {
     }
     // Every round saw a concurrent writer win between its read and its write: let the caller retry.
     throw new IdempotencyInProgressError({ key: k, retryAfterMs: 0 });
-  }
-
-  /** Runs the completion statement for distinct keys; a key without a row was fenced. */
-  private async completeBatch(
-    reqs: readonly Completion[],
-    executor?: LedgerExecutor,
-  ): Promise<Map<string, CompletedRow>> {
-    const params = { completions: inKeyOrder(reqs), clockOffsetMs: this.clockOffsetMs };
-    const rows = executor
-      ? await this.sql.run('complete', params, executor)
-      : await this.sql.runRetryingDeadlock('complete', params);
-    return new Map(rows.map((row) => [row.key, row]));
   }
 
   /** Extends the lease of the attempt holding `epoch`. Throws {@link StaleEpochError} when fenced. */
@@ -190,10 +187,11 @@ export class PostgresLedger {
     const k = toKey(key);
     const text = this.values.encodeResult(this.values.sealed(result, k));
     const req = { key: k, epoch, text };
-    const row =
-      this.completeBatcher && !executor
-        ? await this.completeBatcher.submit(req)
-        : (await this.completeBatch([req], executor)).get(k);
+    const row = executor
+      ? (await this.sql.run('complete', { completions: [req], clockOffsetMs: this.clockOffsetMs }, executor))[0]
+      : this.writeBatcher
+        ? ((await this.writeBatcher.submit({ key: k, completion: req })) as CompletedRow | undefined)
+        : (await this.claimer.writeBatch([], [req])).get(k);
     if (!row) throw await this.fenced(k, epoch, 'complete', executor);
     return { key: k, epoch, at: new Date(Number(row.at_ms)), result: this.values.opened(JSON.parse(text), k, '') };
   }

@@ -53,10 +53,10 @@ export class StatementRunner {
   }
 
   /**
-   * Batches lock rows in key order, but a claim batch and a completion batch may still meet in
+   * Batches lock rows in key order, but a claim batch and a completion batch (or a batch of both) may still meet in
    * opposite orders; Postgres then aborts one statement (40P01) and it is simply run again.
    */
-  async runRetryingDeadlock<N extends 'claim' | 'complete' | 'insertNew'>(
+  async runRetryingDeadlock<N extends 'claim' | 'complete' | 'insertNew' | 'insertAndComplete'>(
     name: N,
     params: ParamsOf<N>,
   ): Promise<RowOf<N>[]> {

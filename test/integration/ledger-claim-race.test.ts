@@ -7,10 +7,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { boundedKey } from '../../src/keys/idempotency-key.js';
 import type { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
-import { LEDGER_STATEMENTS, statementValues } from '../../src/ledger/sql/index.js';
-import { tablesOf } from '../../src/ledger/sql/statement.js';
 import type { ClaimOutcome } from '../../src/ledger/types.js';
-import { TestContext, waitFor } from '../helpers/context.js';
+import { TestContext } from '../helpers/context.js';
+import { withHeldInsert } from '../helpers/held-insert.js';
 import { payClaim } from '../helpers/ledger-claims.js';
 
 const t = new TestContext('ledger_claim_race');
@@ -40,54 +39,16 @@ async function settle(p: Promise<ClaimOutcome>): Promise<string> {
 
 describe('batched claims of new keys that meet a concurrent insert', () => {
   it('a batch whose insert hits a unique violation claims its other new keys through the full claim, readably', async () => {
-    const held = payClaim(`race:held:${Math.random()}`);
+    const held = payClaim(`race:held:${Math.random()}`, { downstream: 'none' });
     const fresh = payClaim(`race:fresh:${Math.random()}`);
-    const heldKey = boundedKey(held.key as never);
     // Another claimer's insert of one key, not yet committed: the batch's read sees neither key.
-    const adminPool = t.pool(1);
-    const admin = await adminPool.connect();
-    try {
-      await admin.query('begin');
-      await admin.query(
-        LEDGER_STATEMENTS.insertNew.text(tablesOf(t.schema)),
-        statementValues('insertNew', {
-          clockOffsetMs: 0,
-          claims: [
-            {
-              key: heldKey,
-              namespace: null,
-              resourceKey: null,
-              version: null,
-              operation: 'pay',
-              fingerprint: held.fingerprint,
-              leaseMs: 30_000,
-              retentionMs: 60_000,
-              downstream: 'none',
-              owner: 'other',
-              jobId: null,
-              queue: null,
-              taskId: null,
-              stepId: null,
-            },
-          ],
-        }),
-      );
+    await withHeldInsert(t, held, async (commitWhenWaitedOn) => {
       // Both keys in one batch (submitted in the same tick); its insert waits on the held key.
       const both = [settle(a.claim(fresh)), settle(a.claim(held))];
-      await waitFor(async () => {
-        const r = await t.query<{ n: string }>(
-          `select count(*) as n from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'`,
-          [t.tag],
-        );
-        return Number(r.rows[0]?.n) > 0;
-      }, 'the batch insert to wait on the held key');
-      await admin.query('commit');
+      await commitWhenWaitedOn();
       // The insert failed (23505) and the full claim took both keys: one new, one held elsewhere.
       expect(await Promise.all(both)).toEqual(['acquired:claimed', 'inProgress']);
-    } finally {
-      admin.release();
-      await adminPool.end();
-    }
+    });
     const rec = await a.get(fresh.key);
     expect(rec).toMatchObject({ status: 'locked', epoch: 1, lastTransition: 'claimed' });
     expect(rec?.transitions?.map((x) => x.transition)).toEqual(['claimed']);

@@ -5,6 +5,7 @@ import { current } from './current.js';
 import { finish } from './finish.js';
 import { get } from './get.js';
 import { heartbeat } from './heartbeat.js';
+import { insertAndComplete } from './insert-and-complete.js';
 import { insertNew } from './insert-new.js';
 import { invalidate } from './invalidate.js';
 import { peek } from './peek.js';
@@ -25,6 +26,7 @@ export const LEDGER_STATEMENTS = {
   claim,
   peek,
   insertNew,
+  insertAndComplete,
   recordLost,
   heartbeat,
   complete,
