@@ -25,6 +25,23 @@
  *   stored result read by the same micro-batcher from the ledger the fresh run wrote and
  *   returned as it is (sealed); no fingerprint, status, lease or audit. `replay / replay floor`
  *   says how close the wrapper's replay is to its design's least;
+ * - guarded fresh floor (unit `floor`): the fresh floor plus what the ledger's guarantees cost on a
+ *   fresh job and nothing else: the input's fingerprint made as the library makes it (keyed HMAC
+ *   of the canonical JSON, `fingerprintOf` with the bench keyring) and stored with the key as the
+ *   ledger stores it (bytes), the claim answering the row's epoch (1: new) and the completion
+ *   fenced by it (`where key = … and epoch = …`), on a bench table (`key, fingerprint bytea,
+ *   epoch int, result jsonb`). No lease, status, record of transitions or audit. `fresh / guarded
+ *   fresh floor` says how close the wrapper is to the least its guarantees allow, `guarded fresh
+ *   floor / floor` what they cost over the write floor;
+ * - guarded replay floor (unit `library`): the replay floor plus what a correct replay must do and
+ *   nothing else: the input's fingerprint made as above, the stored fingerprint read with the
+ *   stored result (one statement per batch, the same micro-batcher), a mismatch refused (the job
+ *   fails), and the seal authenticated for the operation and key (`checkResult`, as the wrapper's
+ *   replay does); the stored sealed result returned, as the wrapper returns it. No status, lease
+ *   or audit. `replay / guarded replay floor` says how close the wrapper's replay is to the least
+ *   its guarantees allow, `guarded replay floor / replay floor` what they cost. Every 16th job's
+ *   result (by job number) of it and of the wrapper's replay is kept, and after the unit both are
+ *   opened and must be equal, each its own job's;
  * - powertools: `makeIdempotent` with its Redis `CachePersistenceLayer` on the same Redis;
  * - powertools replay (informational, not in the JSON line): the same operations again;
  * - powertools durable, powertools durable replay (unit `powertools_durable`, run with
@@ -89,15 +106,23 @@ import { type Job, type Processor, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { migrate } from '../migrations/migrate.js';
+import { canonicalJson } from '../src/fingerprint/canonical-json.js';
 import { boundedKey } from '../src/keys/idempotency-key.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { ENVELOPE_FIELD, type JobEnvelope } from '../src/operation/envelope.js';
 import { relayIntents } from '../src/ops/intent-relay.js';
 import { defineKeyring } from '../src/sealing/keyring.js';
-import { sealResult } from '../src/sealing/sealed-result.js';
+import { checkResult, type SealedResult, sealResult, unseal } from '../src/sealing/sealed-result.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { startProfile, stopProfile } from './lib/cpu-profile.js';
-import { batchedStatement, freshFloor, keyBatch, writeFloor } from './lib/floor-batch.js';
+import {
+  batchedStatement,
+  freshFloor,
+  guardedFreshFloor,
+  keyBatch,
+  storedFingerprint,
+  writeFloor,
+} from './lib/floor-batch.js';
 import { jsonLine } from './lib/json-line.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
 import { pairVariants, reportPostgresPair, runPostgresPair } from './lib/postgres-backend-pair.js';
@@ -151,6 +176,7 @@ type VariantName =
   | 'floor'
   | 'read_floor'
   | 'fresh_floor'
+  | 'guarded_fresh_floor'
   | 'powertools'
   | 'powertools_replay'
   | 'powertools_durable'
@@ -158,6 +184,7 @@ type VariantName =
   | 'fresh'
   | 'replay'
   | 'replay_floor'
+  | 'guarded_replay_floor'
   | 'fresh_enqueued'
   | 'fresh_durable';
 const VARIANTS: VariantName[] = [
@@ -166,6 +193,7 @@ const VARIANTS: VariantName[] = [
   'floor',
   'read_floor',
   'fresh_floor',
+  'guarded_fresh_floor',
   'powertools',
   'powertools_replay',
   'powertools_durable',
@@ -173,6 +201,7 @@ const VARIANTS: VariantName[] = [
   'fresh',
   'replay',
   'replay_floor',
+  'guarded_replay_floor',
   'fresh_enqueued',
   'fresh_durable',
 ];
@@ -195,6 +224,8 @@ type Variant = {
   timedFill?: boolean;
   /** Measured after the drain (with `timedFill`): the relay's clean-up. */
   afterDrain?(queue: Queue): Promise<void>;
+  /** Its drain keeps every 16th job's result (by the job's number), to compare with another variant's (see {@link samePlaintext}). */
+  keepSample?: true;
 };
 
 type Measurement = {
@@ -275,6 +306,37 @@ class GcTimer {
 
 type Drained = { seconds: number; peakRss: number; gcMs: number };
 
+/** The results a `keepSample` variant's last drain kept, by operation id. */
+const samples = new Map<VariantName, Map<string, unknown>>();
+
+/** The value a job returned: a sealed result opened (sealed for the bench operation), anything else as it is. */
+function plaintextOf(result: unknown): unknown {
+  const sealed = (result as { $sealed?: string } | undefined)?.$sealed;
+  return sealed === undefined
+    ? result
+    : unseal(result as SealedResult<Result>, BENCH_KEYRING, { operation: benchOperation.name });
+}
+
+/**
+ * After a unit's drains: the jobs `b` kept returned the same value as those `a` kept (the same
+ * operations, the same jobs by number), both opened, each its own job's. Throws when they differ.
+ */
+function samePlaintext(a: VariantName, b: VariantName, tag: string): void {
+  const ka = samples.get(a);
+  const kb = samples.get(b);
+  if (!ka || !kb) return;
+  if (ka.size === 0 || ka.size !== kb.size)
+    throw new Error(`${b} (${tag}): kept ${kb.size} results, ${a} kept ${ka.size}`);
+  for (const [id, ra] of ka) {
+    if (!kb.has(id)) throw new Error(`${b} (${tag}): no result kept for ${id}`);
+    const pa = plaintextOf(ra);
+    const pb = plaintextOf(kb.get(id));
+    if ((pa as Result | undefined)?.id !== id || canonicalJson(pa) !== canonicalJson(pb))
+      throw new Error(`${b} (${tag}): ${id} returned ${canonicalJson(pb)}, ${a} returned ${canonicalJson(pa)}`);
+  }
+  samples.clear();
+}
+
 /**
  * Starts a worker on a full queue and waits for `count` 'completed' events. Throws when a job
  * fails, returns someone else's result, or nothing progresses for STALL_MS.
@@ -300,9 +362,15 @@ async function drain(
   const done = new Promise<void>((resolve) => {
     finish = resolve;
   });
+  const kept = variant.keepSample ? new Map<string, unknown>() : undefined;
+  if (kept) samples.set(variant.name, kept);
   worker.on('completed', (job: Job, result: Result | undefined) => {
     completed++;
     lastProgress = Date.now();
+    if (kept) {
+      const id = variant.idOf(job);
+      if (id !== undefined && Number(id.slice(id.lastIndexOf('-') + 1)) % 16 === 0) kept.set(id, result);
+    }
     // The library's results are sealed: every 16th is opened and checked (opening each one here
     // would bill the check's cost to the library's drain).
     const sealed = (result as { $sealed?: string } | undefined)?.$sealed;
@@ -491,10 +559,10 @@ async function checkLedger(ctx: Context, ids: string, tag: string, count: number
 const UNITS: Record<UnitName, VariantName[]> = {
   raw: ['raw'],
   naive: ['naive'],
-  floor: ['floor', 'read_floor', 'fresh_floor'],
+  floor: ['floor', 'read_floor', 'fresh_floor', 'guarded_fresh_floor'],
   powertools: ['powertools', 'powertools_replay'],
   powertools_durable: ['powertools_durable', 'powertools_durable_replay'],
-  library: ['fresh', 'replay', 'replay_floor'],
+  library: ['fresh', 'replay', 'replay_floor', 'guarded_replay_floor'],
   intents: ['fresh_enqueued', 'fresh_durable'],
 };
 
@@ -511,6 +579,7 @@ async function runUnit(
       await checkLedger(ctx, name === 'fresh' ? 'library' : name, tag, count);
     }
   }
+  if (unit === 'library') samePlaintext('replay', 'guarded_replay_floor', tag);
   return out;
 }
 
@@ -659,6 +728,7 @@ function buildVariants(
   naiveTable: string,
   floorTable: string,
   freshFloorTable: string,
+  guardedFreshFloorTable: string,
   runId: string,
 ) {
   const plainEnqueue = async (queue: Queue, items: JobData[]) => {
@@ -747,6 +817,17 @@ function buildVariants(
     (sorted) => [sorted.map((r) => r.key)],
     (row) => row.result,
   );
+  // The guarded fresh floor: the fresh floor with the input's fingerprint stored with the key and
+  // the completion fenced by the epoch the claim answered.
+  const { claim: guardedClaim, done: guardedDone } = guardedFreshFloor(naivePool, guardedFreshFloorTable);
+  // The guarded replay floor: the stored fingerprint read with the stored result, in one statement per batch.
+  const storedGuarded = batchedStatement<{ key: string }, { fingerprint: Buffer; result: unknown }>(
+    naivePool,
+    'bench_guarded_replay_floor',
+    `select key, fingerprint, result from ${ledger.schema}.idempotency_ledger where key = any($1::text[])`,
+    (sorted) => [sorted.map((r) => r.key)],
+    (row) => ({ fingerprint: row.fingerprint as Buffer, result: row.result }),
+  );
   const variants: Record<VariantName, Variant> = {
     raw: {
       name: 'raw',
@@ -820,12 +901,30 @@ function buildVariants(
         return sealed;
       },
     },
+    guarded_fresh_floor: {
+      ...library('fresh'),
+      name: 'guarded_fresh_floor',
+      unit: 'floor',
+      writes: [guardedFreshFloorTable],
+      processor: () => async (job: Job, _token?: string, _signal?: AbortSignal) => {
+        const data = job.data as JobEnvelope;
+        const key = boundedKey(data[ENVELOPE_FIELD].key);
+        const input = data.input as JobData;
+        const fingerprint = operation.fingerprintOf(input, BENCH_KEYRING);
+        const epoch = await guardedClaim.submit({ key, fingerprint });
+        if (epoch !== 1) throw new Error(`guarded fresh floor: ${key} was claimed twice`);
+        const sealed = sealResult(effect(input), [], BENCH_KEYRING, { operation: job.name, key });
+        if (!(await guardedDone.submit({ key, epoch, result: JSON.stringify(sealed) })))
+          throw new Error(`guarded fresh floor: ${key} lost its row or epoch ${epoch}`);
+        return sealed;
+      },
+    },
     powertools: powertools('powertools'),
     powertools_replay: powertools('powertools_replay'),
     powertools_durable: powertools('powertools_durable'),
     powertools_durable_replay: powertools('powertools_durable_replay'),
     fresh: library('fresh'),
-    replay: library('replay'),
+    replay: { ...library('replay'), keepSample: true },
     fresh_enqueued: { ...library('fresh'), name: 'fresh_enqueued', unit: 'intents', timedFill: true },
     fresh_durable: {
       ...library('fresh'),
@@ -874,6 +973,25 @@ function buildVariants(
         return result;
       },
     },
+    guarded_replay_floor: {
+      ...library('replay'),
+      name: 'guarded_replay_floor',
+      keepSample: true,
+      // What a correct replay adds to the replay floor: the input's fingerprint made and compared
+      // with the stored one, and the stored seal authenticated for this operation and key, as the
+      // wrapper's replay does (`checkResult`); what it returns is the stored row's, as there.
+      processor: () => async (job: Job, _token?: string, _signal?: AbortSignal) => {
+        const data = job.data as JobEnvelope;
+        const key = boundedKey(data[ENVELOPE_FIELD].key);
+        const fingerprint = storedFingerprint(operation.fingerprintOf(data.input as JobData, BENCH_KEYRING));
+        const row = await storedGuarded.submit({ key });
+        if (row === undefined) throw new Error(`guarded replay floor: ${key} has no row`);
+        if (!fingerprint.equals(row.fingerprint))
+          throw new Error(`guarded replay floor: ${key} was recorded for another input`);
+        checkResult(row.result, BENCH_KEYRING, { operation: operation.name, key });
+        return row.result;
+      },
+    },
   };
   return {
     variants,
@@ -895,6 +1013,7 @@ const LABELS: Record<VariantName, string> = {
   floor: 'write floor',
   read_floor: 'read floor',
   fresh_floor: 'fresh floor',
+  guarded_fresh_floor: 'guarded fresh floor',
   powertools: 'Powertools (Redis)',
   powertools_replay: 'Powertools replay',
   powertools_durable: 'Powertools (durable Redis)',
@@ -902,6 +1021,7 @@ const LABELS: Record<VariantName, string> = {
   fresh: 'withIdempotency fresh',
   replay: 'withIdempotency replay',
   replay_floor: 'replay floor',
+  guarded_replay_floor: 'guarded replay floor',
   fresh_enqueued: 'fresh, fill timed',
   fresh_durable: 'fresh durable, fill timed',
 };
@@ -930,8 +1050,12 @@ function report(results: Results): void {
   ratioRow('fresh / powertools', 'fresh', 'powertools');
   ratioRow('fresh / floor', 'fresh', 'floor');
   ratioRow('fresh / fresh floor', 'fresh', 'fresh_floor');
+  ratioRow('fresh / guarded fresh floor', 'fresh', 'guarded_fresh_floor');
+  ratioRow('guarded fresh floor / floor', 'guarded_fresh_floor', 'floor');
   ratioRow('replay / read floor', 'replay', 'read_floor');
   ratioRow('replay / replay floor', 'replay', 'replay_floor');
+  ratioRow('replay / guarded replay floor', 'replay', 'guarded_replay_floor');
+  ratioRow('guarded replay floor / replay floor', 'guarded_replay_floor', 'replay_floor');
   ratioRow('replay / powertools_replay', 'replay', 'powertools_replay');
   ratioRow('fresh / powertools_durable', 'fresh', 'powertools_durable');
   ratioRow('replay / powertools_durable_replay', 'replay', 'powertools_durable_replay');
@@ -1038,12 +1162,18 @@ function summary(results: Results): Record<string, unknown> {
     fresh_floor_per_s: perSec('fresh_floor'),
     fresh_floor_vs_floor: ratio('fresh_floor', 'floor'),
     fresh_vs_fresh_floor: ratio('fresh', 'fresh_floor'),
+    guarded_fresh_floor_per_s: perSec('guarded_fresh_floor'),
+    guarded_fresh_floor_vs_floor: ratio('guarded_fresh_floor', 'floor'),
+    fresh_vs_guarded_fresh_floor: ratio('fresh', 'guarded_fresh_floor'),
     read_floor_per_s: perSec('read_floor'),
     read_floor_vs_raw: ratio('read_floor', 'raw'),
     replay_vs_read_floor: ratio('replay', 'read_floor'),
     replay_floor_per_s: perSec('replay_floor'),
     replay_floor_vs_raw: ratio('replay_floor', 'raw'),
     replay_vs_replay_floor: ratio('replay', 'replay_floor'),
+    guarded_replay_floor_per_s: perSec('guarded_replay_floor'),
+    guarded_replay_floor_vs_replay_floor: ratio('guarded_replay_floor', 'replay_floor'),
+    replay_vs_guarded_replay_floor: ratio('replay', 'guarded_replay_floor'),
     fresh_enqueued_per_s: perSec('fresh_enqueued'),
     fresh_durable_per_s: perSec('fresh_durable'),
     fresh_durable_vs_enqueued: ratio('fresh_durable', 'fresh_enqueued'),
@@ -1106,7 +1236,18 @@ async function main(): Promise<void> {
     countStatements(naivePool);
     const freshFloorTable = `${schema}.fresh_floor_ledger`;
     await admin.query(`create table ${freshFloorTable} (key text primary key, result jsonb)`);
-    const built = buildVariants(ledger, naivePool, naiveTable, floorTable, freshFloorTable, runId);
+    const guardedFreshFloorTable = `${schema}.guarded_fresh_floor_ledger`;
+    await admin.query(`create table ${guardedFreshFloorTable} (key text primary key, fingerprint bytea not null,
+      epoch int not null, result jsonb)`);
+    const built = buildVariants(
+      ledger,
+      naivePool,
+      naiveTable,
+      floorTable,
+      freshFloorTable,
+      guardedFreshFloorTable,
+      runId,
+    );
     closePowertools = built.closePowertools;
     await built.connectPowertools(ownRedis?.url);
     const adminPid = (await admin.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;

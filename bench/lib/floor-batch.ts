@@ -5,9 +5,13 @@
  * key order, each a named (prepared) statement committed synchronously on `pool`. The write floor
  * (bench/wrapper.ts, bench/lib/postgres-backend-pair.ts) is two of them per job: the key inserted
  * before the effect, a flag set after it; no fingerprint, lease, epoch, replay or result.
+ * The guarded floors add only what the ledger's guarantees need: a fingerprint stored with the key
+ * and an epoch fencing the completion (fresh), the stored fingerprint read with the result and
+ * compared (replay).
  */
 import type pg from 'pg';
 import { MicroBatcher } from '../../src/ledger/micro-batcher.js';
+import { fpBytes } from '../../src/ledger/sql/fragments.js';
 
 /** The ledger's batching defaults (PostgresLedger: `batching.maxBatch`, `batching.maxInFlight`). */
 const MAX_BATCH = 200;
@@ -75,4 +79,41 @@ export function freshFloor(pool: pg.Pool, table: string, prefix = 'bench_fresh_f
       () => true,
     ),
   };
+}
+
+/**
+ * The guarded fresh floor on `table` (`key text primary key, fingerprint bytea not null, epoch int
+ * not null, result jsonb`): the fresh floor with the fingerprint stored with the key (as the ledger
+ * stores it: `fpBytes`) and an epoch fence. The claim answers the row's epoch (1: the row is new);
+ * the completion stores the (sealed) result only where the key still holds that epoch.
+ */
+export function guardedFreshFloor(pool: pg.Pool, table: string, prefix = 'bench_guarded_fresh_floor') {
+  return {
+    claim: batchedStatement<{ key: string; fingerprint: string }, number>(
+      pool,
+      `${prefix}_claim`,
+      `insert into ${table} (key, fingerprint, epoch) select u.k, ${fpBytes('u.f')}, 1
+      from unnest($1::text[], $2::text[]) u(k, f) order by u.k on conflict do nothing returning key, epoch`,
+      (sorted) => [sorted.map((r) => r.key), sorted.map((r) => r.fingerprint)],
+      (row) => row.epoch as number,
+    ),
+    done: batchedStatement<{ key: string; epoch: number; result: string }, true>(
+      pool,
+      `${prefix}_done`,
+      `update ${table} t set result = u.r::jsonb from unnest($1::text[], $2::int4[], $3::text[]) u(k, e, r)
+      where t.key = u.k and t.epoch = u.e returning t.key`,
+      (sorted) => [sorted.map((r) => r.key), sorted.map((r) => r.epoch), sorted.map((r) => r.result)],
+      () => true,
+    ),
+  };
+}
+
+/**
+ * A fingerprint as the ledger's rows hold it (`fpBytes`, migration 0009): a SHA-256 hex digest as
+ * its 32 bytes, any other text (a keyed fingerprint) as its UTF-8 bytes, a NUL byte after exactly 32.
+ */
+export function storedFingerprint(fp: string): Buffer {
+  if (fp.length === 64 && !/[^0-9a-f]/.test(fp)) return Buffer.from(fp, 'hex');
+  const bytes = Buffer.from(fp, 'utf8');
+  return bytes.length === 32 ? Buffer.concat([bytes, Buffer.of(0)]) : bytes;
 }
