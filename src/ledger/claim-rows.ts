@@ -1,6 +1,7 @@
 import { storableText } from '../db/storable.js';
 import { IdempotencyConfigError, IllegalTransitionError, InvalidInputError } from '../errors/errors.js';
 import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
+import { lazyField } from '../shared/lazy-field.js';
 import type { ClaimAnswerRow } from './sql/claim.js';
 import type { ClaimBatch, ClaimParams } from './sql/claim-input.js';
 import type { Int8 } from './sql/statement.js';
@@ -19,25 +20,28 @@ export function claimRowOf(options: ClaimOptions): ClaimRow {
   // The parts are stored only when the key is hashed: otherwise the key spells them. Only the
   // hashed form holds '#' (a canonical string never does), so the canonical string is not made again.
   const hashed = k.includes('#');
-  return {
+  const claim: ClaimParams = {
     key: k,
-    claim: {
-      key: k,
-      namespace: hashed ? key.namespace : null,
-      resourceKey: hashed ? key.resourceKey : null,
-      version: hashed ? key.version : null,
-      operation: storableText(options.operation),
-      fingerprint: options.fingerprint,
-      leaseMs: options.leaseMs,
-      retentionMs: options.retentionMs,
-      downstream: options.downstream,
-      owner: textColumn(options.owner),
-      jobId: textColumn(options.jobId),
-      queue: textColumn(options.queue),
-      taskId: textColumn(options.taskId),
-      stepId: textColumn(options.stepId),
-    },
+    namespace: hashed ? key.namespace : null,
+    resourceKey: hashed ? key.resourceKey : null,
+    version: hashed ? key.version : null,
+    operation: storableText(options.operation),
+    fingerprint: options.fingerprint,
+    leaseMs: options.leaseMs,
+    retentionMs: options.retentionMs,
+    downstream: options.downstream,
+    owner: textColumn(options.owner),
+    jobId: null,
+    queue: textColumn(options.queue),
+    taskId: null,
+    stepId: null,
   };
+  // Read from the options when a claim statement writes them: a read that answers the claim
+  // (a replay) needs neither them nor what they cost the caller to make.
+  lazyField(claim, 'jobId', () => textColumn(options.jobId));
+  lazyField(claim, 'taskId', () => textColumn(options.taskId));
+  lazyField(claim, 'stepId', () => textColumn(options.stepId));
+  return { key: k, claim };
 }
 
 /**

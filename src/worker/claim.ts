@@ -4,6 +4,7 @@ import { fingerprint } from '../fingerprint/fingerprint.js';
 import { fingerprintKeyId } from '../fingerprint/keyed-fingerprint.js';
 import type { ClaimOptions, ClaimOutcome } from '../ledger/types.js';
 import { unrecoverable } from '../sealing/bullmq-errors.js';
+import { lazyField } from '../shared/lazy-field.js';
 import type { AttemptEvents } from './record.js';
 import type { AttemptScope, ClaimDecision, RunnerSettings } from './types.js';
 
@@ -31,9 +32,13 @@ export function claimOptions(
     queue: scope.job.queueName,
   };
   // The ids as the audit trail tells them: in clear when they match a format, else their refs.
-  if (scope.job.id) options.jobId = s.ids('jobId', scope.job.id, { operationId: scope.parentK ?? scope.k });
-  if (scope.taskId) options.taskId = s.ids('taskId', scope.taskId);
-  if (scope.stepId) options.stepId = s.ids('stepId', scope.stepId);
+  // Made when the ledger writes them (a claim that inserts or takes over the row), not for a
+  // replay, which the ledger answers from its read: a keyed ref costs an HMAC.
+  const { id } = scope.job;
+  const { taskId, stepId } = scope;
+  if (id) lazyField(options, 'jobId', () => s.ids('jobId', id, { operationId: scope.parentK ?? scope.k }));
+  if (taskId) lazyField(options, 'taskId', () => s.ids('taskId', taskId));
+  if (stepId) lazyField(options, 'stepId', () => s.ids('stepId', stepId));
   return options;
 }
 
