@@ -8,8 +8,11 @@ import type { Int8 } from './sql/statement.js';
 import { type AcquiringTransition, type ClaimTransition, TRANSITIONS, transitionSpec } from './transitions.js';
 import type { ClaimOptions, ClaimOutcome, KeyLike, RecordedError } from './types.js';
 
-/** One key's claim: its bounded key and the claim statements' parameters. */
-export type ClaimRow = { key: string; claim: ClaimParams };
+/**
+ * One key's claim: its bounded key and the claim statements' parameters. `hasRow`: an insert
+ * found the key with a row, so only the full claim can claim it.
+ */
+export type ClaimRow = { key: string; claim: ClaimParams; hasRow?: true };
 
 /** A claim's options as the claim statements take them (checked). */
 export function claimRowOf(options: ClaimOptions): ClaimRow {

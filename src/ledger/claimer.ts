@@ -57,17 +57,22 @@ export class Claimer {
       await this.settle(absent, inserted, rest, answers);
       return answers;
     }
-    const { inserted } = await this.insert(sorted, []);
-    await this.settle(sorted, inserted, [], answers, true);
+    // Keys known to have a row (a write batch's insert found one) go straight to the full claim.
+    const absent = sorted.filter((r) => !r.hasRow);
+    const known = sorted.filter((r) => r.hasRow);
+    const inserted = absent.length > 0 ? (await this.insert(absent, [])).inserted : [];
+    await this.settle(absent, inserted, known, answers, true);
     return answers;
   }
 
   /**
    * Claims of keys expected absent (insert first) and completions of finished attempts, distinct
    * keys, in one statement (`insertAndComplete`): a batch of fresh jobs costs one commit for
-   * their claims and the completions of the jobs before them. A claim whose key has a row goes
-   * through the full claim after it. Answers each claim's row and each completed key's row (a
-   * completion without one was fenced).
+   * their claims and the completions of the jobs before them. Answers each inserted claim's new
+   * row and each completed key's row: a completion without one was fenced, and a claim without
+   * one found its key with a row (or inserted by a concurrent claimer), which the full claim
+   * decides ({@link claimBatch}, the claim marked `hasRow`). The full claim is not run here, so
+   * that completions never wait for it, nor fail with it.
    */
   async writeBatch(
     claims: readonly ClaimRow[],
@@ -83,9 +88,11 @@ export class Claimer {
     }
     const sorted = inKeyOrder(claims);
     const { inserted, completed } = await this.insert(sorted, done);
-    const claimed = new Map<string, ClaimAnswerRow>();
-    await this.settle(sorted, inserted, [], claimed, true);
-    const answers = new Map<string, ClaimAnswerRow | CompletedRow>(claimed);
+    this.statistics?.add(inserted.length);
+    this.observe(sorted.length - inserted.length, sorted.length);
+    const byKey = new Map(sorted.map((r) => [r.key, r]));
+    const answers = new Map<string, ClaimAnswerRow | CompletedRow>();
+    for (const row of inserted) answers.set(row.key, newRow(byKey.get(row.key) as ClaimRow, row));
     for (const row of completed) answers.set(row.key, row);
     return answers;
   }

@@ -144,12 +144,7 @@ export class PostgresLedger {
     const k = req.key;
     this.metrics.claims++;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      // Insert first (recent keys mostly new): the claim goes with the completions waiting to be written.
-      const row = !this.claimBatcher
-        ? (await this.claimer.claimBatch([req])).get(k)
-        : this.writeBatcher && this.claimer.insertFirst
-          ? ((await this.writeBatcher.submit({ key: k, claim: req })) as ClaimAnswerRow | undefined)
-          : await this.claimBatcher.submit(req);
+      const row = this.claimBatcher ? await this.batchedClaim(req) : (await this.claimer.claimBatch([req])).get(k);
       // No row, or a snapshot that looked claimable while a concurrent claimer won: read again.
       if (!row || (!row.acquired && row.claimable)) continue;
       const outcome = toOutcome(row, options.fingerprint);
@@ -160,6 +155,18 @@ export class PostgresLedger {
     }
     // Every round saw a concurrent writer win between its read and its write: let the caller retry.
     throw new IdempotencyInProgressError({ key: k, retryAfterMs: 0 });
+  }
+
+  /**
+   * A claim through the batchers. Insert first (recent keys mostly new): it goes with the
+   * completions waiting to be written, in one statement; a key the insert found with a row goes
+   * on to the full claim.
+   */
+  private async batchedClaim(req: ClaimRow): Promise<ClaimAnswerRow | undefined> {
+    const claims = this.claimBatcher as MicroBatcher<ClaimRow, ClaimAnswerRow>;
+    if (!this.writeBatcher || !this.claimer.insertFirst) return claims.submit(req);
+    const inserted = (await this.writeBatcher.submit({ key: req.key, claim: req })) as ClaimAnswerRow | undefined;
+    return inserted ?? claims.submit({ ...req, hasRow: true });
   }
 
   /** Extends the lease of the attempt holding `epoch`. Throws {@link StaleEpochError} when fenced. */
