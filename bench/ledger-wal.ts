@@ -30,6 +30,7 @@ import { fingerprint } from '../src/fingerprint/fingerprint.js';
 import { boundedKey, type IdempotencyKey } from '../src/keys/idempotency-key.js';
 import type { ClaimParams } from '../src/ledger/sql/claim-input.js';
 import { complete } from '../src/ledger/sql/complete.js';
+import { insertAndComplete } from '../src/ledger/sql/insert-and-complete.js';
 import { insertNew } from '../src/ledger/sql/insert-new.js';
 import { tablesOf } from '../src/ledger/sql/statement.js';
 import { jobIdFor } from '../src/operation/enqueue.js';
@@ -88,6 +89,8 @@ type Variant = {
   tables: string[];
   /** Claims then completes one batch of jobs. */
   batch(jobs: Job[]): Promise<void>;
+  /** After the last batch: writes what the batches left to write. */
+  finish?(): Promise<void>;
 };
 
 function ledgerVariant(pool: pg.Pool, schema: string): Variant {
@@ -113,6 +116,46 @@ function ledgerVariant(pool: pg.Pool, schema: string): Variant {
         }),
       });
       if (done.rowCount !== jobs.length) throw new Error(`ledger: ${done.rowCount} of ${jobs.length} completed`);
+    },
+  };
+}
+
+/**
+ * The ledger as a worker's write batches run it while its keys are new (`insertAndComplete`):
+ * each batch's claims in one statement with the completions of the batch before, the last
+ * batch's completions alone after it.
+ */
+function oneStatementVariant(pool: pg.Pool, schema: string): Variant {
+  const tables = tablesOf(schema);
+  const text = insertAndComplete.text(tables);
+  const completeText = complete.text(tables);
+  let pending: Job[] = [];
+  const completions = (jobs: Job[]) => jobs.map((j) => ({ key: j.key, epoch: 1, text: j.result }));
+  return {
+    name: 'ledger, one statement',
+    tables: [tables.ledger],
+    async batch(jobs) {
+      const res = await pool.query({
+        name: 'wal_insert_and_complete',
+        text,
+        values: insertAndComplete.values({
+          claims: jobs.map((j) => j.claim),
+          completions: completions(pending),
+          clockOffsetMs: 0,
+        }),
+      });
+      if (res.rowCount !== jobs.length + pending.length)
+        throw new Error(`ledger, one statement: ${res.rowCount} of ${jobs.length + pending.length} written`);
+      pending = jobs;
+    },
+    async finish() {
+      const done = await pool.query({
+        name: 'wal_complete',
+        text: completeText,
+        values: complete.values({ completions: completions(pending), clockOffsetMs: 0 }),
+      });
+      if (done.rowCount !== pending.length) throw new Error(`ledger, one statement: ${done.rowCount} completed`);
+      pending = [];
     },
   };
 }
@@ -200,6 +243,7 @@ async function run(pool: pg.Pool, variant: Variant, jobs: Job[]): Promise<WalLin
   const relations = (await Promise.all(variant.tables.map((t) => relationsOf(pool, t)))).flat();
   const from = await lsn(pool);
   for (let at = 0; at < jobs.length; at += BATCH) await variant.batch(jobs.slice(at, at + BATCH));
+  await variant.finish?.();
   const to = await lsn(pool);
   // A relation rewritten meanwhile would have another filenode: read them again.
   const after = (await Promise.all(variant.tables.map((t) => relationsOf(pool, t)))).flat();
@@ -256,6 +300,7 @@ async function main(): Promise<void> {
     const ledger = ledgerVariant(pool, schema);
     const variants: Variant[] = [
       ledger,
+      oneStatementVariant(pool, schema),
       floorVariant(
         pool,
         'fresh floor',
