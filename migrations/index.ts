@@ -17,6 +17,7 @@ import { ledgerHotCompletionsMigration } from './0016-ledger-hot-completions.js'
 import { auditSlimIndexesMigration } from './0017-audit-slim-indexes.js';
 import { auditChainBatchLinkMigration } from './0018-audit-chain-batch-link.js';
 import { auditReceiptsMigration } from './0019-audit-receipts.js';
+import { auditHashedLookupsMigration } from './0020-audit-hashed-lookups.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -39,5 +40,6 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0017-audit-slim-indexes': auditSlimIndexesMigration(schema),
     '0018-audit-chain-batch-link': auditChainBatchLinkMigration(schema),
     '0019-audit-receipts': auditReceiptsMigration(schema),
+    '0020-audit-hashed-lookups': auditHashedLookupsMigration(schema),
   };
 }

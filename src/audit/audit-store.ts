@@ -16,6 +16,7 @@ import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventRe
 import { eventDigestV4, eventMicros } from './event-digest.js';
 import { isIdentifier } from './identifier-grammar.js';
 import { auditInsertSql, COLUMNS, chainHeadsSql } from './insert-statement.js';
+import { lookupSql } from './lookup-sql.js';
 import { createAuditPartitions } from './partitions.js';
 import { RECEIPT_MISSING, receiptSql } from './receipts-sql.js';
 import { storeRedactor } from './redact-event.js';
@@ -342,7 +343,7 @@ export class AuditStore {
     // been stored as its ref by an earlier version or under another policy.
     const values = this.storedForms(value);
     const res = await this.pool.query(
-      `select ${select} from ${this.table} e where e.${byTask ? 'task_id' : 'operation_id'} = any($1::text[]) ${order}`,
+      `select ${select} from ${this.table} e where ${lookupSql('e', byTask ? 'task_id' : 'operation_id', '$1::text[]')} ${order}`,
       [values],
     );
     return res.rows.map((r) => {

@@ -155,6 +155,44 @@ describe('stored size', () => {
     expect(Number(r.rows[0].inline)).toBe(0);
     expect(await receiptRows()).toBe(1);
   });
+
+  it('takes 16-byte entries in the timeline indexes however long the ids', async () => {
+    const store = new AuditStore(pool, t.schema, policy);
+    // The timeline indexes of every partition, together (their growth is what the events cost).
+    const indexBytes = async () =>
+      Number(
+        (
+          await pool.query(
+            `select sum(pg_relation_size(h.inhrelid)) as bytes from pg_inherits h join pg_class p on p.oid = h.inhparent
+             join pg_namespace s on s.oid = p.relnamespace
+             where s.nspname = $1 and p.relname in ('audit_events_task_idx', 'audit_events_operation_idx')`,
+            [t.schema],
+          )
+        ).rows[0].bytes,
+      );
+    const before = await indexBytes();
+    const n = 5000;
+    const long = (i: number) => `acme%2Fmail.send:${'welcome%3Au-'.repeat(8)}${i}:v1`;
+    for (let from = 0; from < n; from += 500) {
+      const batch = Array.from({ length: 500 }, (_, j) => ({
+        ...toolEvent('long', from + j),
+        taskId: `01J${String(from + j).padStart(23, '0')}`,
+        operationId: long(from + j),
+      }));
+      expect((await store.writeBatch(batch)).inserted).toBe(500);
+    }
+    await store.close();
+    // Two entries of 16 bytes an event (and their line pointers, and the pages' free space):
+    // about 55 bytes; with the ids' text (26 and 120 characters), over 200.
+    expect((await indexBytes()) - before).toBeLessThanOrEqual(80 * n);
+    // And the lookups find them by the value.
+    const byOp = await new AuditStore(pool, t.schema, policy).events({ operationKey: long(1234) });
+    expect(byOp.map((e) => e.eventId)).toEqual([eventIdFor('long', 1234)]);
+    const byTask = await new AuditStore(pool, t.schema, policy).events({
+      taskId: `01J${String(1234).padStart(23, '0')}`,
+    });
+    expect(byTask.map((e) => e.eventId)).toEqual([eventIdFor('long', 1234)]);
+  });
 });
 
 describe('round trip', () => {
