@@ -16,6 +16,8 @@ import { auditChainSeededMigration } from './0015-audit-chain-seeded.js';
 import { ledgerHotCompletionsMigration } from './0016-ledger-hot-completions.js';
 import { auditSlimIndexesMigration } from './0017-audit-slim-indexes.js';
 import { auditChainBatchLinkMigration } from './0018-audit-chain-batch-link.js';
+import { auditReceiptsMigration } from './0019-audit-receipts.js';
+import { auditHashedLookupsMigration } from './0020-audit-hashed-lookups.js';
 
 /** Every migration of the library, by name, in order, for one schema. */
 export function allMigrations(schema: string): Record<string, Migration> {
@@ -37,5 +39,7 @@ export function allMigrations(schema: string): Record<string, Migration> {
     '0016-ledger-hot-completions': ledgerHotCompletionsMigration(schema),
     '0017-audit-slim-indexes': auditSlimIndexesMigration(schema),
     '0018-audit-chain-batch-link': auditChainBatchLinkMigration(schema),
+    '0019-audit-receipts': auditReceiptsMigration(schema),
+    '0020-audit-hashed-lookups': auditHashedLookupsMigration(schema),
   };
 }

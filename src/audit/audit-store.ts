@@ -16,7 +16,9 @@ import { type DeadLetterReason, formatReason, invalidEventReason, refusedEventRe
 import { eventDigestV4, eventMicros } from './event-digest.js';
 import { isIdentifier } from './identifier-grammar.js';
 import { auditInsertSql, COLUMNS, chainHeadsSql } from './insert-statement.js';
+import { lookupSql } from './lookup-sql.js';
 import { createAuditPartitions } from './partitions.js';
+import { RECEIPT_MISSING, receiptSql } from './receipts-sql.js';
 import { storeRedactor } from './redact-event.js';
 
 export type WriteBatchResult = { inserted: number; duplicates: number; deadLettered: number };
@@ -242,7 +244,11 @@ export class AuditStore {
     }
   }
 
-  /** One insert on chain `slot`; when a day of the batch has no chain heads yet, they are made and it runs again. */
+  /**
+   * One insert on chain `slot`. When a day of the batch has no chain heads yet, they are made and
+   * it runs again; when a receipt of the batch was stored by a concurrent writer after the
+   * statement's snapshot (`audit_receipt_missing()`, receipts-sql.ts), it runs again and sees it.
+   */
   private async chained(
     name: string | undefined,
     text: string,
@@ -252,12 +258,14 @@ export class AuditStore {
   ): Promise<number> {
     const micros = `{${chain.micros.join(',')}}`;
     const params = [json, slot, chain.digests, micros];
-    try {
-      return insertedOf(await runStatement<{ inserted: number }>(this.pool, name, text, params));
-    } catch (err) {
-      if (!isChainHeadMissing(err)) throw err;
-      await this.pool.query(this.headsSql, [micros, this.chainSlots]);
-      return insertedOf(await runStatement<{ inserted: number }>(this.pool, name, text, params));
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return insertedOf(await runStatement<{ inserted: number }>(this.pool, name, text, params));
+      } catch (err) {
+        if (attempt >= 2) throw err;
+        if (isChainHeadMissing(err)) await this.pool.query(this.headsSql, [micros, this.chainSlots]);
+        else if (!isReceiptMissing(err)) throw err;
+      }
     }
   }
 
@@ -325,7 +333,9 @@ export class AuditStore {
    * under every key of this store's policy too (so give the store the emitters' policy).
    */
   async events(query: { taskId: string } | { operationKey: string }): Promise<AuditEvent[]> {
-    const select = COLUMNS.map(([c, f]) => `${c} as "${f}"`).join(', ');
+    const select = COLUMNS.map(
+      ([c, f]) => `${c === 'redaction' ? receiptSql(this.schema, 'e') : `e.${c}`} as "${f}"`,
+    ).join(', ');
     const order = 'order by created_at, coalesce(epoch, 0), seq, event_id';
     const byTask = 'taskId' in query;
     const value = byTask ? query.taskId : query.operationKey;
@@ -333,7 +343,7 @@ export class AuditStore {
     // been stored as its ref by an earlier version or under another policy.
     const values = this.storedForms(value);
     const res = await this.pool.query(
-      `select ${select} from ${this.table} where ${byTask ? 'task_id' : 'operation_id'} = any($1::text[]) ${order}`,
+      `select ${select} from ${this.table} e where ${lookupSql('e', byTask ? 'task_id' : 'operation_id', '$1::text[]')} ${order}`,
       [values],
     );
     return res.rows.map((r) => {
@@ -377,6 +387,12 @@ const MAX_CHAIN_SLOTS = 256;
 function isChainHeadMissing(err: unknown): boolean {
   const e = err as { code?: unknown; message?: unknown };
   return e.code === 'P0001' && e.message === CHAIN_HEAD_MISSING;
+}
+
+/** The store's statement met a receipt stored after its snapshot (`audit_receipt_missing()`). */
+export function isReceiptMissing(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown };
+  return e.code === 'P0001' && e.message === RECEIPT_MISSING;
 }
 
 /** SQLSTATE of a unique violation. */

@@ -1,5 +1,6 @@
 import type { AuditEvent } from './audit-event.js';
 import { CHAIN_DIGEST_VERSION, chainDaySql, GENESIS_SQL, timeOfMicrosSql } from './chain-sql.js';
+import { receiptDigestSql } from './receipts-sql.js';
 
 /** Columns of audit_events and the camelCase field each comes from, with its type in a batch. */
 export const COLUMNS: [string, keyof AuditEvent, string][] = [
@@ -40,7 +41,10 @@ export const COLUMNS: [string, keyof AuditEvent, string][] = [
  * by those digests in order, is stored on its last row (`chain_link`) and becomes the head: one
  * hash per batch and chain, none per row (see chain-sql.ts). `absorbing`: the variant that skips
  * rows already stored (see below). `chained: false` is the same statement without the chain (`bench:audit` measures what
- * the chain costs against it); the store always chains.
+ * the chain costs against it); the store always chains. `receipts` (with the chain, unless told):
+ * each redaction receipt is stored once in audit_receipts, the row holding its id (receipts-sql.ts);
+ * the batch's new receipts are stored by the same statement, and a receipt a concurrent writer
+ * stored first (invisible to this statement's snapshot) fails it with `audit_receipt_missing()`.
  *
  * One stored row per event id, kept by audit_event_ids (a partitioned table cannot hold a unique
  * index on event_id alone; see migrations/0006). In one statement: `c`, one candidate per id of
@@ -60,10 +64,14 @@ export const COLUMNS: [string, keyof AuditEvent, string][] = [
  * (unique violation) and runs again absorbing, the same with `on conflict do nothing`: the unique
  * indexes arbitrate, and stored rows are skipped.
  */
-export function auditInsertSql(s: string, absorbing: boolean, chained = true): string {
+export function auditInsertSql(s: string, absorbing: boolean, chained = true, receipts = chained): string {
   const table = `${s}.audit_events`;
   const ids = `${s}.audit_event_ids`;
-  const cols = COLUMNS.map(([c]) => c).join(', ');
+  // With `receipts`, a receipt is stored once in audit_receipts and the row refers to it
+  // (`redaction_ref`, see receipts-sql.ts); without, in the row's `redaction` (the schema before
+  // migrations/0019).
+  const column = (c: string) => (receipts && c === 'redaction' ? 'redaction_ref' : c);
+  const cols = COLUMNS.map(([c]) => column(c)).join(', ');
   // Chained, the time is not read from the batch's text: it is the writer's M (`$4`), the time
   // its digest covers (event-digest.ts).
   const read = chained ? COLUMNS.filter(([c]) => c !== 'created_at') : COLUMNS;
@@ -73,11 +81,19 @@ export function auditInsertSql(s: string, absorbing: boolean, chained = true): s
       ? `${timeOfMicrosSql('($4::bigint[])[x.ord_in]')} as ${c}`
       : `${c === 'seq' ? `coalesce(x."${f}", 0)` : `x."${f}"`} as ${c}`,
   ).join(', ');
-  const picked = COLUMNS.map(([c]) => `c.${c}`).join(', ');
+  // The receipt's id: looked up (or stored) by the statement (`rr`); a receipt it cannot see (a
+  // concurrent writer stored it first) fails the statement, and the store runs it again.
+  const rid = chained ? 'c.rid' : 'rr.id';
+  const picked = COLUMNS.map(([c]) =>
+    receipts && c === 'redaction'
+      ? `case when c.rd is null then null else coalesce(${rid}, ${s}.audit_receipt_missing()) end`
+      : `c.${c}`,
+  ).join(', ');
   const onConflict = absorbing ? ' on conflict do nothing' : '';
   const fields = read.map(([, f]) => `"${f}"`).join(', ');
+  const rd = receipts ? `, ${receiptDigestSql('x."redaction"')} as rd` : '';
   const head = `with x as (
-        select ${named}, x.ord_in from rows from (jsonb_to_recordset($1::jsonb) as (${typed})) with ordinality as x(${fields}, ord_in)
+        select ${named}${rd}, x.ord_in from rows from (jsonb_to_recordset($1::jsonb) as (${typed})) with ordinality as x(${fields}, ord_in)
       ),
       c as (select distinct on (event_id) * from x order by event_id, created_at),
       k as (
@@ -95,9 +111,27 @@ export function auditInsertSql(s: string, absorbing: boolean, chained = true): s
         where k.stored_at is not null and i.event_id = k.event_id and i.xmin = k.stored_version
           and not exists (select 1 from ${table} e where e.created_at = i.created_at and e.event_id = i.event_id)
         returning i.event_id, i.created_at
-      )`;
+      )${
+        receipts
+          ? `,
+      -- The batch's receipts: those stored (rr), and those never seen, stored now (rn).
+      rn as (
+        insert into ${s}.audit_receipts (digest, receipt)
+        select n.rd, n.redaction from (select distinct on (rd) rd, redaction from c where rd is not null) n
+        where not exists (select 1 from ${s}.audit_receipts r where r.digest = n.rd)
+        on conflict (digest) do nothing
+        returning id, digest
+      ),
+      rr as (
+        select r.id, r.digest from ${s}.audit_receipts r where r.digest in (select rd from c)
+        union all select id, digest from rn
+      )`
+          : ''
+      }`;
   const stored = `from c join (select * from fresh union all select * from lost) k using (event_id, created_at)`;
-  if (!chained) return `${head}\n      insert into ${table} (${cols}) select ${picked} ${stored}${onConflict}`;
+  const withReceipt = receipts ? ' left join rr on rr.digest = c.rd' : '';
+  if (!chained)
+    return `${head}\n      insert into ${table} (${cols}) select ${picked} ${stored}${withReceipt}${onConflict}`;
   const day = chainDaySql('c.created_at');
   // The chain's order: a batch's events of one day, by time then id.
   const order = `partition by ${day} order by c.created_at, c.event_id`;
@@ -108,7 +142,7 @@ export function auditInsertSql(s: string, absorbing: boolean, chained = true): s
         where a.slot = $2 and a.day between ${chainDaySql('r.lo')} and ${chainDaySql('r.hi')} order by a.day for update of a
       ),
       f as (
-        select c.*, h.day as head_day, h.seq as head_seq,
+        select c.*, h.day as head_day, h.seq as head_seq,${receipts ? ' rr.id as rid,' : ''}
           row_number() over w as ord,
           substring($3::bytea from (c.ord_in::int - 1) * 32 + 1 for 32) as d,
           -- The batch's link, on its last event: the batch's digests aggregated once for the whole
@@ -116,7 +150,7 @@ export function auditInsertSql(s: string, absorbing: boolean, chained = true): s
           case when row_number() over w = count(*) over w
             then sha256(h.digest || string_agg(substring($3::bytea from (c.ord_in::int - 1) * 32 + 1 for 32), ''::bytea) over w)
           end as link
-        ${stored} left join h on h.day = ${day}${
+        ${stored} left join h on h.day = ${day}${withReceipt}${
           // Absorbing, a row may be stored that its id did not point to: it is skipped here, so
           // that the chain counts only what is inserted.
           absorbing

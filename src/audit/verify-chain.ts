@@ -4,6 +4,7 @@ import { chainDaySql, GENESIS, microsTextSql, storedDigestSql } from './chain-sq
 import { eventColumnsDigest, eventDigestV3, eventDigestV4 } from './event-digest.js';
 import { COLUMNS } from './insert-statement.js';
 import type { SqlRunner } from './partitions.js';
+import { receiptSql } from './receipts-sql.js';
 
 /** The head of one chain: its day and slot, the place and digest of its last event. */
 export type ChainHead = {
@@ -218,7 +219,7 @@ async function walkChains(db: SqlRunner, s: string, options: VerifyOptions): Pro
 /** One page of a day's events in chain order (outside every chain first), after the place `$2..$4`. */
 function pageSql(s: string): string {
   const columns = COLUMNS.filter(([c]) => c !== 'created_at')
-    .map(([c, f]) => `e.${c} as "c.${f}"`)
+    .map(([c, f]) => `${c === 'redaction' ? receiptSql(s, 'e') : `e.${c}`} as "c.${f}"`)
     .join(', ');
   return `select e.chain_slot as slot, e.chain_seq as seq, e.event_id as "eventId", e.chain_digest as link,
             e.chain_link as "batchLink", e.chain_v as v, ${storedDigestSql('e')} as d, ${microsTextSql('e')} as micros, ${columns}

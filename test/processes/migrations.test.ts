@@ -24,6 +24,7 @@ const AUDIT_TABLES = [
   'audit_event_ids',
   'audit_events',
   'audit_outbox',
+  'audit_receipts',
 ];
 const CONFIRMATIONS = 'idempotency_confirmations';
 const INTENTS = 'idempotency_intents';
@@ -178,8 +179,8 @@ describe('migrate up, down and up again', () => {
       ).rows.map((r) => (r.indexdef as string).replaceAll(`${schema}.`, ''));
     expect(await indexDefs()).toEqual(
       expect.arrayContaining([
-        'CREATE INDEX audit_events_task_idx ON ONLY audit_events USING btree (task_id) WHERE (task_id IS NOT NULL)',
-        'CREATE INDEX audit_events_operation_idx ON ONLY audit_events USING btree (operation_id) WHERE (operation_id IS NOT NULL)',
+        'CREATE INDEX audit_events_task_idx ON ONLY audit_events USING btree (hashtextextended(task_id, (0)::bigint)) WHERE (task_id IS NOT NULL)',
+        'CREATE INDEX audit_events_operation_idx ON ONLY audit_events USING btree (hashtextextended(operation_id, (0)::bigint)) WHERE (operation_id IS NOT NULL)',
         'CREATE INDEX audit_event_ids_created_idx ON audit_event_ids USING brin (created_at)',
       ]),
     );
@@ -187,11 +188,23 @@ describe('migrate up, down and up again', () => {
     expect(result.results).toEqual([down(last)]);
     expect(await migrationRows(schema)).toEqual(migrationNames.slice(0, -1).map((name) => ({ name, n: 1 })));
     expect(await tablesOf(schema)).toContain(LEDGER);
-    // 0018's 'down' (the last) took the batch links' column; 0017's put the time back into the
-    // timeline's indexes and a B-tree on the event ids' time; 0016's gave the ledger back its
-    // fillfactor of 90; 0015's took the seeded fold; 0014's the digest version's column; 0013's the
-    // hash chains' tables; then 0011's the intents table.
-    expect(last).toBe('0018-audit-chain-batch-link');
+    // 0020's 'down' (the last) put the text back into the timeline's indexes; 0019's put the
+    // receipts back into the rows and dropped their table; 0018's took the batch links' column;
+    // 0017's put the time back into the timeline's indexes and a B-tree on the event ids' time;
+    // 0016's gave the ledger back its fillfactor of 90; 0015's took the seeded fold; 0014's the
+    // digest version's column; 0013's the hash chains' tables; then 0011's the intents table.
+    expect(last).toBe('0020-audit-hashed-lookups');
+    expect(await indexDefs()).toEqual(
+      expect.arrayContaining([
+        'CREATE INDEX audit_events_task_idx ON ONLY audit_events USING btree (task_id) WHERE (task_id IS NOT NULL)',
+        'CREATE INDEX audit_events_operation_idx ON ONLY audit_events USING btree (operation_id) WHERE (operation_id IS NOT NULL)',
+      ]),
+    );
+    expect(await tablesOf(schema)).toContain('audit_receipts');
+    expect(await downTo(schema, '0019-audit-receipts')).toEqual([down('0019-audit-receipts')]);
+    expect(await tablesOf(schema)).not.toContain('audit_receipts');
+    expect(await auditColumns(schema)).not.toContain('redaction_ref');
+    expect(await downTo(schema, '0018-audit-chain-batch-link')).toEqual([down('0018-audit-chain-batch-link')]);
     expect(await auditColumns(schema)).not.toContain('chain_link');
     expect(await auditColumns(schema)).toContain('chain_v');
     expect(await downTo(schema, '0017-audit-slim-indexes')).toEqual([down('0017-audit-slim-indexes')]);

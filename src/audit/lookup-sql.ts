@@ -1,0 +1,10 @@
+/**
+ * The timeline's lookups of audit_events by task id or operation key (migrations/0020): their
+ * indexes hold `hashtextextended(column, 0)`, so a lookup asks for the hashes of the values, then
+ * keeps the rows whose column holds one of the values (two ids may share a hash).
+ */
+
+/** Rows of alias `a` whose `column` (task_id or operation_id) is one of the text array `values` (a parameter). */
+export const lookupSql = (a: string, column: 'task_id' | 'operation_id', values: string) =>
+  `hashtextextended(${a}.${column}, 0) = any(array(select hashtextextended(v, 0) from unnest(${values}) v))
+       and ${a}.${column} = any(${values})`;
