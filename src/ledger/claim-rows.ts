@@ -1,7 +1,6 @@
 import { storableText } from '../db/storable.js';
 import { IdempotencyConfigError, IllegalTransitionError, InvalidInputError } from '../errors/errors.js';
 import { boundedKey, parseIdempotencyKey } from '../keys/idempotency-key.js';
-import { lazyField } from '../shared/lazy-field.js';
 import type { ClaimAnswerRow } from './sql/claim.js';
 import type { ClaimBatch, ClaimParams } from './sql/claim-input.js';
 import type { Int8 } from './sql/statement.js';
@@ -10,9 +9,10 @@ import type { ClaimOptions, ClaimOutcome, KeyLike, RecordedError } from './types
 
 /**
  * One key's claim: its bounded key and the claim statements' parameters. `hasRow`: an insert
- * found the key with a row, so only the full claim can claim it.
+ * found the key with a row, so only the full claim can claim it. `ids`: the options whose job,
+ * task and step ids the parameters do not hold yet ({@link writtenClaim} reads them).
  */
-export type ClaimRow = { key: string; claim: ClaimParams; hasRow?: true };
+export type ClaimRow = { key: string; claim: ClaimParams; hasRow?: true; ids?: ClaimOptions | undefined };
 
 /** A claim's options as the claim statements take them (checked). */
 export function claimRowOf(options: ClaimOptions): ClaimRow {
@@ -39,12 +39,21 @@ export function claimRowOf(options: ClaimOptions): ClaimRow {
     taskId: null,
     stepId: null,
   };
-  // Read from the options when a claim statement writes them: a read that answers the claim
-  // (a replay) needs neither them nor what they cost the caller to make.
-  lazyField(claim, 'jobId', () => textColumn(options.jobId));
-  lazyField(claim, 'taskId', () => textColumn(options.taskId));
-  lazyField(claim, 'stepId', () => textColumn(options.stepId));
-  return { key: k, claim };
+  // The ids are read from the options when a claim statement writes them (writtenClaim): a read
+  // that answers the claim (a replay) needs neither them nor what they cost the caller to make.
+  return { key: k, claim, ids: options };
+}
+
+/** The claim statements' parameters of `r`, its job, task and step ids read from its options (once). */
+export function writtenClaim(r: ClaimRow): ClaimParams {
+  const ids = r.ids;
+  if (ids !== undefined) {
+    r.claim.jobId = textColumn(ids.jobId);
+    r.claim.taskId = textColumn(ids.taskId);
+    r.claim.stepId = textColumn(ids.stepId);
+    r.ids = undefined;
+  }
+  return r.claim;
 }
 
 /**
@@ -78,7 +87,7 @@ export function inKeyOrder<T extends { key: string }>(rows: readonly T[]): reado
 
 /** The claim statements' named parameters: the claims in the given order. */
 export function claimsOf(rows: readonly ClaimRow[], clockOffsetMs: number): ClaimBatch {
-  return { claims: rows.map((r) => r.claim), clockOffsetMs };
+  return { claims: rows.map(writtenClaim), clockOffsetMs };
 }
 
 /** A key as the ledger's rows name it: a bounded key string as given, or a key's bounded form. */

@@ -10,7 +10,16 @@ import {
   RecordLostError,
   StaleEpochError,
 } from '../errors/errors.js';
-import { atOf, type ClaimRow, checkPositiveMs, claimRowOf, textColumn, toKey, toOutcome } from './claim-rows.js';
+import {
+  atOf,
+  type ClaimRow,
+  checkPositiveMs,
+  claimRowOf,
+  textColumn,
+  toKey,
+  toOutcome,
+  writtenClaim,
+} from './claim-rows.js';
 import { Claimer, type CompletedRow } from './claimer.js';
 import { type LedgerMetrics, ledgerMetrics } from './ledger-metrics.js';
 import {
@@ -240,7 +249,7 @@ export class PostgresLedger {
   async recordLost(options: ClaimOptions, epoch: number, error: RecordedError): Promise<WriteReceipt | null> {
     const req = claimRowOf(options);
     const rows = await this.sql.run('recordLost', {
-      claims: [req.claim],
+      claims: [writtenClaim(req)],
       clockOffsetMs: this.clockOffsetMs,
       epoch,
       errorJson: JSON.stringify(boundError(error)),
