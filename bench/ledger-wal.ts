@@ -319,7 +319,7 @@ async function main(): Promise<void> {
       await run(
         pool,
         v,
-        Array.from({ length: BATCH }, (_, i) => job(`warm-${v.name}`, i)),
+        Array.from({ length: BATCH }, (_, i) => job(`warm-v${variants.indexOf(v)}`, i)),
       );
 
     const perJob = new Map<string, number[]>(variants.map((v) => [v.name, []]));
@@ -329,7 +329,7 @@ async function main(): Promise<void> {
       // Order rotated every round.
       const order = variants.map((_, i) => variants[(i + r) % variants.length]!);
       for (const v of order) {
-        const jobs = Array.from({ length: KEYS }, (_, i) => job(`r${r}-${v.name.replace(' ', '-')}`, i));
+        const jobs = Array.from({ length: KEYS }, (_, i) => job(`r${r}-v${variants.indexOf(v)}`, i));
         const lines = await run(pool, v, jobs);
         const total = lines.reduce((n, l) => n + l.bytes, 0);
         const fpi = lines.reduce((n, l) => n + l.fpi, 0);
