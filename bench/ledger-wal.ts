@@ -2,7 +2,9 @@
  * Where the ledger's WAL goes, per fresh job: the library's own statements of a fresh job (the
  * plain insert of a claim, `insertNew`, then the completion with its sealed result, `complete`)
  * for N keys in batches of 200 (as the micro-batcher sends them: a batch's claims, then its
- * completions), on a throw-away schema migrated to the latest migration, against the two floors
+ * completions), and as a worker's write batches run them while its keys are new (`ledger, one
+ * statement`: each batch's claims with the completions of the batch before, `insertAndComplete`),
+ * on a throw-away schema migrated to the latest migration, against the two floors
  * on their own tables in the same run: the fresh floor (`key text primary key, result jsonb`:
  * the key inserted, then the same sealed result stored) and the write floor (`key text primary
  * key, done boolean`: the key inserted, then the flag set).
