@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { receiptSql } from '../../src/audit/receipts-sql.js';
 import { DEFAULT_REDACTION_POLICY, redactString } from '../../src/redaction/index.js';
 import { runtimeAuditPolicy } from '../../src/runtime/audit-policy.js';
 import { createIdempotency } from '../../src/runtime/create-idempotency.js';
@@ -78,7 +79,7 @@ async function run(name: string, valueScanner: ValueScanner | undefined) {
     const stored = async () =>
       (
         await t.query(
-          `select details, redaction from ${t.schema}.audit_events where action = 'tool.note' and job_id = $1`,
+          `select e.details, ${receiptSql(t.schema, 'e')} as redaction from ${t.schema}.audit_events e where e.action = 'tool.note' and e.job_id = $1`,
           [job.jobId],
         )
       ).rows[0] as { details: { note: string }; redaction: { rules: string[] } } | undefined;
