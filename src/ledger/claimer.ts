@@ -61,7 +61,9 @@ export class Claimer {
     const absent = sorted.filter((r) => !r.hasRow);
     const known = sorted.filter((r) => r.hasRow);
     const inserted = absent.length > 0 ? (await this.insert(absent, [])).inserted : [];
-    await this.settle(absent, inserted, known, answers, true);
+    // No read preceded: the keys the insert found with a row count toward the share of existing keys.
+    this.observe(absent.length - inserted.length, absent.length);
+    await this.settle(absent, inserted, known, answers);
     return answers;
   }
 
@@ -88,11 +90,9 @@ export class Claimer {
     }
     const sorted = inKeyOrder(claims);
     const { inserted, completed } = await this.insert(sorted, done);
-    this.statistics?.add(inserted.length);
     this.observe(sorted.length - inserted.length, sorted.length);
-    const byKey = new Map(sorted.map((r) => [r.key, r]));
     const answers = new Map<string, ClaimAnswerRow | CompletedRow>();
-    for (const row of inserted) answers.set(row.key, newRow(byKey.get(row.key) as ClaimRow, row));
+    for (const row of inserted) answers.set(row.key, row);
     for (const row of completed) answers.set(row.key, row);
     return answers;
   }
@@ -101,20 +101,26 @@ export class Claimer {
    * The plain insert of `absent` (key order), with the completions `done` (key order) when there
    * are any. A key a concurrent claimer inserted first fails the statement (23505) and writes
    * nothing: then no key is inserted (the full claim arbitrates them all) and the completions run
-   * again alone.
+   * again alone. Answers each inserted key with its new row.
    */
   private async insert(
     absent: readonly ClaimRow[],
     done: readonly Completion[],
-  ): Promise<{ inserted: { key: string; at_ms: Int8 }[]; completed: CompletedRow[] }> {
+  ): Promise<{ inserted: ClaimAnswerRow[]; completed: CompletedRow[] }> {
     const claims = claimsOf(absent, this.clockOffsetMs);
     try {
-      if (done.length === 0)
-        return { inserted: await this.sql.runRetryingDeadlock('insertNew', claims), completed: [] };
-      const rows = await this.sql.runRetryingDeadlock('insertAndComplete', { ...claims, completions: done });
-      const inserted: { key: string; at_ms: Int8 }[] = [];
+      const rows =
+        done.length === 0
+          ? await this.sql.runRetryingDeadlock('insertNew', claims)
+          : await this.sql.runRetryingDeadlock('insertAndComplete', { ...claims, completions: done });
+      const byKey = new Map(absent.map((r) => [r.key, r]));
+      const inserted: ClaimAnswerRow[] = [];
       const completed: CompletedRow[] = [];
-      for (const row of rows) (row.completed ? completed : inserted).push(row);
+      for (const row of rows) {
+        if ('completed' in row && row.completed) completed.push(row);
+        else inserted.push(newRow(byKey.get(row.key) as ClaimRow, row));
+      }
+      this.statistics?.add(inserted.length);
       return { inserted, completed };
     } catch (err) {
       if ((err as { code?: string }).code !== '23505') throw err;
@@ -128,24 +134,17 @@ export class Claimer {
 
   /**
    * Answers the inserted keys of `absent` with their new rows, and runs the full claim for the
-   * rest of `absent` and for `rest` (claimable rows the read found). `insertFirst`: no read
-   * preceded, so the keys that had a row count toward the share of existing keys.
+   * rest of `absent` and for `rest` (claimable rows the read found, or keys known to have one).
    */
   private async settle(
     absent: readonly ClaimRow[],
-    inserted: readonly { key: string; at_ms: Int8 }[],
+    inserted: readonly ClaimAnswerRow[],
     rest: ClaimRow[],
     answers: Map<string, ClaimAnswerRow>,
-    insertFirst = false,
   ): Promise<void> {
-    this.statistics?.add(inserted.length);
-    if (inserted.length > 0) {
-      const byKey = new Map(absent.map((r) => [r.key, r]));
-      for (const row of inserted) answers.set(row.key, newRow(byKey.get(row.key) as ClaimRow, row));
-    }
+    for (const row of inserted) answers.set(row.key, row);
     const full = [...rest];
     for (const r of absent) if (!answers.has(r.key)) full.push(r);
-    if (insertFirst) this.observe(absent.length - inserted.length, absent.length);
     if (full.length > 0) {
       const claimed = await this.sql.runRetryingDeadlock('claim', claimsOf(inKeyOrder(full), this.clockOffsetMs));
       for (const row of claimed) answers.set(row.key, row);
