@@ -31,6 +31,7 @@ import { verifyAuditChains } from '../src/audit/verify-chain.js';
 import { migrate, PostgresLedger } from '../src/entries/ledger.js';
 import { defineKeyring, defineOperation, withIdempotency } from '../src/index.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
+import { benchToolEvent } from '../test/helpers/audit-sample.js';
 import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
@@ -103,27 +104,7 @@ function redactionPerSecond(): number {
 }
 
 function toolEvent(i: number): AuditEvent {
-  return {
-    eventId: eventIdFor('bench', id, i),
-    taskId: `task-${i % 1000}`,
-    operationId: `acme%2Fsearch:q%3A${i}:v1`,
-    actorType: 'agent',
-    actorId: 'assistant-7',
-    action: 'tool.search',
-    resourceType: 'index',
-    resourceId: 'products',
-    decision: i % 10 === 0 ? 'deny' : 'allow',
-    reasonCode: 'policy.ok',
-    createdAt: new Date().toISOString(),
-    seq: i,
-    phase: 'intent',
-    epoch: 1,
-    details: {
-      query: `red shoes size ${i % 45}`,
-      results: i % 50,
-      user: { email: `user${i}@example.com`, plan: 'pro' },
-    },
-  };
+  return benchToolEvent(eventIdFor('bench', id, i), `task-${i % 1000}`, i);
 }
 
 /** The operations process (`npm start`), as deployed: the writer runs beside the emitting worker. */

@@ -7,6 +7,7 @@ import { AuditStore } from '../../src/audit/audit-store.js';
 import { auditRedactor, storeRedactor } from '../../src/audit/redact-event.js';
 import { verifyAuditChains } from '../../src/audit/verify-chain.js';
 import { defineRedactionPolicy } from '../../src/redaction/define-policy.js';
+import { benchToolEvent } from '../helpers/audit-sample.js';
 import { TestContext } from '../helpers/context.js';
 
 /*
@@ -29,27 +30,7 @@ const kept = (e: AuditEvent) => ({ ...storeRedactor(policy)(e), seq: e.seq ?? 0 
 
 /** The benchmark's event (bench/audit.ts): a tool decision with a PII field redacted, so with a receipt. */
 const toolEvent = (source: string, i: number): AuditEvent =>
-  redact({
-    eventId: eventIdFor(source, i),
-    taskId: `task-${source}-${i % 10}`,
-    operationId: `acme%2Fsearch:q%3A${i}:v1`,
-    actorType: 'agent',
-    actorId: 'assistant-7',
-    action: 'tool.search',
-    resourceType: 'index',
-    resourceId: 'products',
-    decision: i % 10 === 0 ? 'deny' : 'allow',
-    reasonCode: 'policy.ok',
-    createdAt: new Date().toISOString(),
-    seq: i,
-    phase: 'intent',
-    epoch: 1,
-    details: {
-      query: `red shoes size ${i % 45}`,
-      results: i % 50,
-      user: { email: `user${i}@example.com`, plan: 'pro' },
-    },
-  });
+  redact(benchToolEvent(eventIdFor(source, i), `task-${source}-${i % 10}`, i));
 
 /** Events of every shape the trail stores: each actor type, decision and phase, every optional field, receipts or none. */
 function shapes(taskId: string, operationId: string): AuditEvent[] {
