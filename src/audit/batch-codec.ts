@@ -31,10 +31,10 @@ export function auditJobOptions(events: readonly AuditEvent[]) {
 
 /**
  * Builds the audit job for a batch of (redacted, validated) events. Compression runs off the
- * event loop. `json` is the events' JSON text when the caller has it already (see
- * {@link splitOversized}).
+ * event loop. `json` is the events' JSON, as text or as its UTF-8 bytes, when the caller has it
+ * already (see {@link splitOversized}).
  */
-export async function auditBatchJob(events: readonly AuditEvent[], json = JSON.stringify(events)) {
+export async function auditBatchJob(events: readonly AuditEvent[], json: string | Buffer = JSON.stringify(events)) {
   const payload = (await deflate(json, { level: LEVEL })).toString('base64');
   const data: AuditBatchData = { encoding: 'deflate-raw', count: events.length, payload };
   return { name: AUDIT_JOB_NAME, data, opts: auditJobOptions(events) };
@@ -42,33 +42,47 @@ export async function auditBatchJob(events: readonly AuditEvent[], json = JSON.s
 
 /**
  * Splits a batch into the events whose JSON is at most `maxBytes` and those over it, serialising
- * each event once: `json` is the kept events' array text, as `JSON.stringify(kept)` would write
- * it, so the batch is encoded without a second pass. An event that cannot be serialised at all
- * is kept (the encoder's failure sends the batch to the outbox path, as before).
+ * each event once: `json` is the kept events' array as UTF-8 bytes, as `JSON.stringify(kept)`
+ * would write it, so the batch is deflated without a second pass nor a copy of its text. Each
+ * event's text is written straight into the batch's bytes, which gives its exact size; an event
+ * over the limit is taken back out. An event that cannot be serialised at all is kept (the
+ * encoder's failure sends the batch to the outbox path, as before): `json` is then undefined.
  */
 export function splitOversized(
   events: readonly AuditEvent[],
   maxBytes: number,
-): { kept: AuditEvent[]; json: string; oversized: { event: AuditEvent; bytes: number }[] } {
-  const parts: string[] = [];
-  const kept: AuditEvent[] = [];
-  const oversized: { event: AuditEvent; bytes: number }[] = [];
-  for (const e of events) {
+): { kept: AuditEvent[]; json: Buffer | undefined; oversized: { event: AuditEvent; bytes: number }[] } {
+  const texts: string[] = new Array(events.length);
+  let chars = 2;
+  for (let i = 0; i < events.length; i++) {
     let text: string;
     try {
-      text = JSON.stringify(e);
+      text = JSON.stringify(events[i]);
     } catch {
-      return { kept: [...events], json: '', oversized: [] };
+      return { kept: [...events], json: undefined, oversized: [] };
     }
-    // UTF-8 takes at most 3 bytes per UTF-16 unit: most events need no byte count.
-    const bytes = text.length * 3 <= maxBytes ? 0 : Buffer.byteLength(text);
-    if (bytes > maxBytes) oversized.push({ event: e, bytes });
-    else {
-      kept.push(e);
-      parts.push(text);
-    }
+    texts[i] = text;
+    chars += text.length + 1;
   }
-  return { kept, json: `[${parts.join(',')}]`, oversized };
+  // UTF-8 takes at most 3 bytes per UTF-16 unit.
+  const out = Buffer.allocUnsafe(chars * 3);
+  const kept: AuditEvent[] = [];
+  const oversized: { event: AuditEvent; bytes: number }[] = [];
+  let at = 1;
+  out[0] = 0x5b; // [
+  for (let i = 0; i < events.length; i++) {
+    const start = kept.length > 0 ? at + 1 : at;
+    const bytes = out.write(texts[i] as string, start, 'utf8');
+    if (bytes > maxBytes) {
+      oversized.push({ event: events[i] as AuditEvent, bytes });
+      continue;
+    }
+    if (kept.length > 0) out[at] = 0x2c; // ,
+    kept.push(events[i] as AuditEvent);
+    at = start + bytes;
+  }
+  out[at++] = 0x5d; // ]
+  return { kept, json: out.subarray(0, at), oversized };
 }
 
 /**

@@ -250,7 +250,7 @@ export class AuditEmitter {
       this.track(Promise.resolve(), batch.length);
       return;
     }
-    const p = auditBatchJob(events, json || undefined)
+    const p = auditBatchJob(events, json)
       .then((job) => this.opts.queue.add(job.name, job.data, job.opts))
       .then(
         () => {

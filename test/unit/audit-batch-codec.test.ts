@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { type AuditEvent, eventIdFor } from '../../src/audit/audit-event.js';
+import { auditBatchJob, decodeAuditBatch, splitOversized } from '../../src/audit/batch-codec.js';
+
+function event(i: number, note: string): AuditEvent {
+  return {
+    eventId: eventIdFor('codec', i),
+    actorType: 'agent',
+    actorId: 'a1',
+    action: 'tool.note',
+    resourceType: 'note',
+    resourceId: `n${i}`,
+    decision: 'allow',
+    createdAt: '2026-01-01T00:00:00.000Z',
+    phase: 'outcome',
+    details: { note },
+  };
+}
+
+// Text of 1, 2, 3 and 4 UTF-8 bytes per character (the last as a surrogate pair), quotes and
+// escapes that JSON lengthens, and a lone surrogate (written as an escape).
+const NOTES = ['plain', 'é'.repeat(40), '€'.repeat(40), '😀'.repeat(40), '"\\\n\t\u0001', '\ud800x'];
+
+describe('splitOversized', () => {
+  it('keeps events within the limit as the JSON array of exactly those events, each measured in UTF-8 bytes', () => {
+    const limit = 600;
+    const events = [
+      event(0, '€'.repeat(300)), // 900 bytes of text alone: over
+      ...NOTES.map((n, i) => event(i + 1, n)),
+      event(20, 'é'.repeat(400)), // 800 bytes: over, in the middle
+      event(21, 'x'.repeat(100)),
+      event(22, '😀'.repeat(200)), // 800 bytes: over, last
+    ];
+    const { kept, json, oversized } = splitOversized(events, limit);
+    expect(oversized.map((o) => o.event.eventId)).toEqual([events[0], events[7], events[9]].map((e) => e?.eventId));
+    for (const o of oversized) expect(o.bytes).toBe(Buffer.byteLength(JSON.stringify(o.event)));
+    expect(kept).toEqual(events.filter((e) => !oversized.some((o) => o.event === e)));
+    expect(json?.toString('utf8')).toBe(JSON.stringify(kept));
+    expect(JSON.parse(json?.toString('utf8') ?? '')).toEqual(JSON.parse(JSON.stringify(kept)));
+  });
+
+  it('an event exactly at the limit is kept; one byte over is not', () => {
+    const base = event(1, '');
+    const room = 300 - Buffer.byteLength(JSON.stringify(base));
+    const at = event(1, 'é'.repeat(room / 2));
+    const over = event(2, `${'é'.repeat(room / 2)}x`);
+    expect(Buffer.byteLength(JSON.stringify(at))).toBe(300);
+    const { kept, oversized } = splitOversized([at, over], 300);
+    expect(kept).toEqual([at]);
+    expect(oversized).toEqual([{ event: over, bytes: 301 }]);
+  });
+
+  it('all over the limit, or none at all: an empty array', () => {
+    expect(splitOversized([event(1, 'x'.repeat(50))], 10).json?.toString()).toBe('[]');
+    expect(splitOversized([], 10).json?.toString()).toBe('[]');
+  });
+
+  it('an event that cannot be serialised keeps the whole batch and gives no JSON', () => {
+    const cyclic = event(1, 'x') as AuditEvent & { details: Record<string, unknown> };
+    cyclic.details.self = cyclic;
+    const { kept, json, oversized } = splitOversized([event(0, 'a'), cyclic], 1000);
+    expect(kept).toHaveLength(2);
+    expect(json).toBeUndefined();
+    expect(oversized).toEqual([]);
+  });
+
+  it('the batch job made from the bytes decodes to the kept events', async () => {
+    const events = NOTES.map((n, i) => event(i, n));
+    const { kept, json } = splitOversized(events, 256 * 1024);
+    const job = await auditBatchJob(kept, json);
+    expect(job.data.count).toBe(events.length);
+    const decoded = await decodeAuditBatch(job.data);
+    expect(decoded.events).toEqual(JSON.parse(JSON.stringify(events)));
+    expect(job).toEqual(await auditBatchJob(kept));
+  });
+});
