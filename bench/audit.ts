@@ -5,8 +5,10 @@
  *   of three bursts of 100,000 events, with each burst's CPU split printed to stderr) and the lag
  *   from an event's creation to its row (p50/p99, database clock);
  * - wrapper overhead: withIdempotency's fresh path with the audit trail on versus off, alternating
- *   rounds; overhead = 1 − on/off. It is what the worker pays (build, redact, validate, batch and
- *   enqueue three events per job); the writer's work is the pipeline figure.
+ *   rounds; overhead = 1 − on/off, the median of the rounds' own ratios (and, as printed before,
+ *   1 − median(on)/median(off)), with this process's CPU per job in each mode. It is what the worker
+ *   pays (build, redact, validate, batch and enqueue three events per job); the writer's work is the
+ *   pipeline figure.
  * - verify: the hash chains the pipeline wrote, walked whole (events/s).
  * Timings on a shared 2-core machine are noisy: figures are reported, never asserted. The last line
  * of stdout is one JSON object. Env: BENCH_AUDIT_EVENTS, BENCH_AUDIT_BURSTS, BENCH_JOBS and
@@ -36,7 +38,7 @@ import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
 import { type CpuSnapshot, cpuSnapshot, cpuSplit } from './lib/proc-cpu.js';
-import { median } from './lib/stats.js';
+import { median, perRoundRatios } from './lib/stats.js';
 import { printTable } from './lib/table.js';
 
 const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -261,7 +263,15 @@ async function pipeline(
   }
 }
 
-async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolean, round: number): Promise<number> {
+/** A wrapper round's jobs/s, and this process's CPU per job (µs: the worker's own, audit on or off). */
+type RoundResult = { perSecond: number; cpuUsPerJob: number };
+
+async function wrapperRound(
+  ledger: PostgresLedger,
+  pool: pg.Pool,
+  audit: boolean,
+  round: number,
+): Promise<RoundResult> {
   const name = `w-${audit ? 'on' : 'off'}-${round}`;
   const op = defineOperation({
     name: 'search.run',
@@ -293,6 +303,7 @@ async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolea
   let effects = 0;
   let done = 0;
   const started = performance.now();
+  const cpuBefore = process.cpuUsage();
   const finished = new Promise<void>((resolve) => {
     const worker = new Worker(
       name,
@@ -317,6 +328,7 @@ async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolea
   });
   await finished;
   const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpuBefore);
   if (effects !== WRAPPER_JOBS) throw new Error(`side effect ran ${effects} times for ${WRAPPER_JOBS} jobs`);
   await emitter?.close();
   if (emitter) {
@@ -332,7 +344,7 @@ async function wrapperRound(ledger: PostgresLedger, pool: pg.Pool, audit: boolea
   await auditQueue.close();
   await queue.obliterate({ force: true });
   await queue.close();
-  return WRAPPER_JOBS / seconds;
+  return { perSecond: WRAPPER_JOBS / seconds, cpuUsPerJob: (cpu.user + cpu.system) / WRAPPER_JOBS };
 }
 
 await migrate({ connectionString: databaseUrl, schema });
@@ -368,14 +380,21 @@ try {
   // The pipeline leaves ~0.3 GB of WAL and dirty pages behind; flush them now rather than in a
   // checkpoint that would land in the middle of the wrapper rounds (needs superuser; best effort).
   await pool.query('checkpoint').catch(() => log('checkpoint refused (not a superuser): the rounds may overlap one'));
-  const on: number[] = [];
-  const off: number[] = [];
+  const onRounds: RoundResult[] = [];
+  const offRounds: RoundResult[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     log(`wrapper round ${r + 1}/${ROUNDS}...`);
     const order = r % 2 === 0 ? [false, true] : [true, false];
-    for (const audit of order) (audit ? on : off).push(await wrapperRound(ledger, pool, audit, r));
+    for (const audit of order) (audit ? onRounds : offRounds).push(await wrapperRound(ledger, pool, audit, r));
   }
-  const overhead = 1 - median(on) / median(off);
+  const on = onRounds.map((x) => x.perSecond);
+  const off = offRounds.map((x) => x.perSecond);
+  // Each round's on/off pair ran back to back: the median of the rounds' overheads, as the other
+  // benches take per-round ratios (a round that a checkpoint or a neighbour slowed counts once).
+  const overhead = 1 - median(perRoundRatios(on, off));
+  const overheadOfMedians = 1 - median(on) / median(off);
+  const cpuOn = median(onRounds.map((x) => x.cpuUsPerJob));
+  const cpuOff = median(offRounds.map((x) => x.cpuUsPerJob));
   const series = (xs: number[], m: number) => `${xs.map((x) => Math.round(x)).join(' / ')}  (median ${Math.round(m)})`;
   printTable(
     ['measure', 'value'],
@@ -398,7 +417,11 @@ try {
         : [
             ['wrapper audit off, jobs/s', series(off, median(off))],
             ['wrapper audit on, jobs/s', series(on, median(on))],
-            ['wrapper overhead', overhead.toFixed(3)],
+            [
+              'wrapper overhead (median of rounds; of the medians)',
+              `${overhead.toFixed(3)}; ${overheadOfMedians.toFixed(3)}`,
+            ],
+            ['worker CPU µs per job, audit off / on', `${Math.round(cpuOff)} / ${Math.round(cpuOn)}`],
           ]),
     ],
   );
@@ -416,6 +439,9 @@ try {
     writer_cpu_us_per_event: Math.round(pipe.cpu.writer),
     postgres_cpu_us_per_event: Math.round(pipe.cpu.postgres),
     wrapper_overhead: PIPELINE_ONLY ? null : Number(overhead.toFixed(3)),
+    wrapper_overhead_of_medians: PIPELINE_ONLY ? null : Number(overheadOfMedians.toFixed(3)),
+    worker_cpu_us_per_job_off: PIPELINE_ONLY ? null : Math.round(cpuOff),
+    worker_cpu_us_per_job_on: PIPELINE_ONLY ? null : Math.round(cpuOn),
   });
 } finally {
   if (writer) {
