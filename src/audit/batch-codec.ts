@@ -52,7 +52,8 @@ export function splitOversized(
   events: readonly AuditEvent[],
   maxBytes: number,
 ): { kept: AuditEvent[]; json: Buffer | undefined; oversized: { event: AuditEvent; bytes: number }[] } {
-  const texts: string[] = new Array(events.length);
+  // Each event's text, or the size in bytes of one too long to be kept (its text is not held on to).
+  const texts: (string | number)[] = new Array(events.length);
   let chars = 2;
   for (let i = 0; i < events.length; i++) {
     let text: string;
@@ -61,8 +62,12 @@ export function splitOversized(
     } catch {
       return { kept: [...events], json: undefined, oversized: [] };
     }
-    texts[i] = text;
-    chars += text.length + 1;
+    // Longer in UTF-16 units than the limit in bytes: over it, whatever its characters.
+    if (text.length > maxBytes) texts[i] = Buffer.byteLength(text);
+    else {
+      texts[i] = text;
+      chars += text.length + 1;
+    }
   }
   // UTF-8 takes at most 3 bytes per UTF-16 unit.
   const out = Buffer.allocUnsafe(chars * 3);
@@ -71,8 +76,9 @@ export function splitOversized(
   let at = 1;
   out[0] = 0x5b; // [
   for (let i = 0; i < events.length; i++) {
+    const text = texts[i] as string | number;
     const start = kept.length > 0 ? at + 1 : at;
-    const bytes = out.write(texts[i] as string, start, 'utf8');
+    const bytes = typeof text === 'number' ? text : out.write(text, start, 'utf8');
     if (bytes > maxBytes) {
       oversized.push({ event: events[i] as AuditEvent, bytes });
       continue;

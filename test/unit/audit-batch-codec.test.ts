@@ -74,3 +74,18 @@ describe('splitOversized', () => {
     expect(job).toEqual(await auditBatchJob(kept));
   });
 });
+
+describe('splitOversized, events far over the limit', () => {
+  it('reports them in their order among the others, each with its exact size', () => {
+    const far = event(1, 'x'.repeat(5000)); // longer in characters than the limit
+    const near = event(2, '€'.repeat(200)); // shorter in characters, longer in bytes
+    const small = event(3, 'ok');
+    const { kept, json, oversized } = splitOversized([near, small, far, small], 500);
+    expect(oversized).toEqual([
+      { event: near, bytes: Buffer.byteLength(JSON.stringify(near)) },
+      { event: far, bytes: Buffer.byteLength(JSON.stringify(far)) },
+    ]);
+    expect(kept).toEqual([small, small]);
+    expect(json?.toString()).toBe(JSON.stringify([small, small]));
+  });
+});
