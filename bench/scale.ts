@@ -85,7 +85,7 @@ import { jobIdFor } from '../src/operation/enqueue.js';
 import { PrivatePostgres } from '../test/helpers/private-postgres.js';
 import { diskReading, diskSince } from './lib/disk-reads.js';
 import { drive } from './lib/drive.js';
-import { freshFloor, guardedFreshFloor } from './lib/floor-batch.js';
+import { freshFloor, guardedFreshFloor, narrowGuardedFreshFloor, narrowKey } from './lib/floor-batch.js';
 import { jsonLine } from './lib/json-line.js';
 import { useInsertVariant } from './lib/ledger-variant.js';
 import { storedBytes } from './lib/pg-size.js';
@@ -110,6 +110,11 @@ const PG_SETTINGS = parseSettings(process.env.SCALE_PG_SETTINGS ?? '');
  * its rate on an empty one, measured under the same load (SCALE_BESIDE_EMPTY=0: not measured).
  */
 const BESIDE_EMPTY = process.env.SCALE_BESIDE_EMPTY !== '0';
+/**
+ * SCALE_NARROW_FLOOR=1: the guarded floor with a narrow key too (`narrowGuardedFreshFloor`: the
+ * key a 16-byte digest, table `narrow_guarded_fresh_floor`), prefilled and measured as the others.
+ */
+const NARROW = process.env.SCALE_NARROW_FLOOR === '1';
 const CANDIDATES = (process.env.SCALE_CANDIDATES ?? '')
   .split(',')
   .map((c) => c.trim())
@@ -126,6 +131,7 @@ const SCHEMA = 'bench_scale';
 const TABLE = `${SCHEMA}.idempotency_ledger`;
 const FLOOR_TABLE = `${SCHEMA}.fresh_floor`;
 const GUARDED_TABLE = `${SCHEMA}.guarded_fresh_floor`;
+const NARROW_TABLE = `${SCHEMA}.narrow_guarded_fresh_floor`;
 /** The empty tables' schema (see BESIDE_EMPTY), and the suffix of their variants' names. */
 const EMPTY_SCHEMA = 'bench_scale_empty';
 const EMPTY = '@empty';
@@ -206,6 +212,17 @@ async function guardedFresh(floor: Guarded, it: Item): Promise<void> {
   if (epoch !== 1) throw new Error(`guarded floor claim of ${key}: got ${epoch}`);
   if (!(await floor.done.submit({ key, epoch, result: JSON.stringify(it.result) })))
     throw new Error(`guarded floor: ${key} lost its row`);
+}
+
+type Narrow = ReturnType<typeof narrowGuardedFreshFloor>;
+
+/** The narrow-key guarded floor's fresh pair: as the guarded floor's, the key as its digest. */
+async function narrowFresh(floor: Narrow, it: Item): Promise<void> {
+  const key = narrowKey(boundedKey(it.key));
+  const epoch = await floor.claim.submit({ key, fingerprint: it.fp });
+  if (epoch !== 1) throw new Error(`narrow floor claim of ${key}: got ${epoch}`);
+  if (!(await floor.done.submit({ key, epoch, result: JSON.stringify(it.result) })))
+    throw new Error(`narrow floor: ${key} lost its row`);
 }
 
 /** The floor's fresh pair: the key (the ledger's primary key for it) inserted, then the same result stored. */
@@ -290,6 +307,17 @@ async function ledgerFill(db: pg.Pool, expired: number): Promise<FillTarget> {
 function floorFill(): FillTarget {
   const ex = fillExpressions(0);
   return { table: FLOOR_TABLE, columns: ['key', 'result'], select: [ex.key!, ex.result!], age: ex.__age! };
+}
+
+/** The narrow floor's rows: the guarded floor's, the key as its 16-byte digest. */
+function narrowFill(): FillTarget {
+  const ex = fillExpressions(0);
+  return {
+    table: NARROW_TABLE,
+    columns: ['key', 'fingerprint', 'epoch', 'result'],
+    select: [`decode(md5(${ex.key!}), 'hex')`, ex.fingerprint!, '1', ex.result!],
+    age: ex.__age!,
+  };
 }
 
 /** The guarded floor's rows: the ledger's keys, fingerprints and results, at epoch 1. */
@@ -383,14 +411,16 @@ type SizeResult = {
   floor: { rows: number; pairs: number[]; walPerOp: number; walAfterCheckpoint: number; bytesPerRow: number };
   /** The guarded fresh floor's, likewise. */
   guarded: { rows: number; pairs: number[]; walPerOp: number; walAfterCheckpoint: number; bytesPerRow: number };
-  /** Every variant's rounds (the ledger, the candidates, `floor`, `guarded`). */
+  /** Every variant's rounds (the ledger, the candidates, `floor`, `guarded`, `narrow`). */
   variants: Map<string, VariantRounds>;
+  /** The narrow floor's bytes on disk per row (SCALE_NARROW_FLOOR). */
+  narrowBytesPerRow: number | null;
 };
 
 type Stats = Awaited<ReturnType<typeof statementStats>>;
 
 /** The variants measured at every size: the ledger, each candidate ledger, the fresh floor, the guarded one. */
-const VARIANTS = ['ledger', ...CANDIDATES, 'floor', 'guarded'];
+const VARIANTS = ['ledger', ...CANDIDATES, 'floor', 'guarded', ...(NARROW ? ['narrow'] : [])];
 /** The same on the empty tables (BESIDE_EMPTY), measured beside them at the sizes above 0. */
 const VARIANTS_EMPTY = VARIANTS.map((v) => `${v}${EMPTY}`);
 
@@ -485,6 +515,9 @@ async function measure(
   if (guardedAfter !== guardedRows + ROUNDS * PAIRS)
     throw new Error(`${guardedAfter} guarded floor rows after the rounds, expected ${guardedRows + ROUNDS * PAIRS}`);
   const guardedStored = await storedBytes(db, SCHEMA, ['guarded_fresh_floor']);
+  const narrowBytesPerRow = NARROW
+    ? (await storedBytes(db, SCHEMA, ['narrow_guarded_fresh_floor'])).total / (await rowCount(db, NARROW_TABLE))
+    : null;
   const split = (
     await db.query(`select pg_table_size($1::regclass) as heap, pg_indexes_size($1::regclass) as idx`, [TABLE])
   ).rows[0];
@@ -494,7 +527,7 @@ async function measure(
     [SCHEMA],
   );
   log(
-    `  on disk: heap ${Math.round(split.heap / after)} B/row, indexes ${Math.round(split.idx / after)} B/row (${perIndex.rows.map((r) => `${r.name} ${Math.round(r.bytes / after)}`).join(', ')}); the floor ${Math.round(floorStored.total / floorAfter)} B/row, the guarded floor ${Math.round(guardedStored.total / guardedAfter)} B/row`,
+    `  on disk: heap ${Math.round(split.heap / after)} B/row, indexes ${Math.round(split.idx / after)} B/row (${perIndex.rows.map((r) => `${r.name} ${Math.round(r.bytes / after)}`).join(', ')}); the floor ${Math.round(floorStored.total / floorAfter)} B/row, the guarded floor ${Math.round(guardedStored.total / guardedAfter)} B/row${narrowBytesPerRow === null ? '' : `, the narrow one ${Math.round(narrowBytesPerRow)} B/row`}`,
   );
 
   // The sweeper against the expired rows, a claim load beside it.
@@ -561,6 +594,7 @@ async function measure(
       bytesPerRow: guardedStored.total / guardedAfter,
     },
     variants,
+    narrowBytesPerRow,
   };
 }
 
@@ -603,6 +637,12 @@ async function main(): Promise<void> {
       `create table ${GUARDED_TABLE} (key text primary key, fingerprint bytea not null, epoch int not null, result jsonb)
        with (autovacuum_enabled = true)`,
     );
+    if (NARROW) {
+      await db.query(
+        `create table ${NARROW_TABLE} (key bytea primary key, fingerprint bytea not null, epoch int not null, result jsonb)
+         with (autovacuum_enabled = true)`,
+      );
+    }
     if (FILLFACTOR !== undefined) await db.query(`alter table ${TABLE} set (fillfactor = ${FILLFACTOR})`);
     const fillfactor = (
       await db.query(
@@ -637,6 +677,9 @@ async function main(): Promise<void> {
       await db.query(`alter table ${EMPTY_SCHEMA}.idempotency_ledger set (autovacuum_enabled = true)`);
       await db.query(`create table ${EMPTY_SCHEMA}.fresh_floor (like ${FLOOR_TABLE} including all)`);
       await db.query(`create table ${EMPTY_SCHEMA}.guarded_fresh_floor (like ${GUARDED_TABLE} including all)`);
+      if (NARROW) {
+        await db.query(`create table ${EMPTY_SCHEMA}.narrow_guarded_fresh_floor (like ${NARROW_TABLE} including all)`);
+      }
       for (const c of ['ledger', ...CANDIDATES]) {
         const l = new PostgresLedger({ connectionString: url, schema: EMPTY_SCHEMA, poolSize: POOL_SIZE });
         if (c !== 'ledger') useInsertVariant(l, c.split('+'));
@@ -656,6 +699,18 @@ async function main(): Promise<void> {
     freshPair.set('floor', (it) => floorFresh(floor, it));
     const guarded = guardedFreshFloor(guardedPool, GUARDED_TABLE, 'bench_scale_guarded');
     freshPair.set('guarded', (it) => guardedFresh(guarded, it));
+    if (NARROW) {
+      const narrow = narrowGuardedFreshFloor(guardedPool, NARROW_TABLE, 'bench_scale_narrow');
+      freshPair.set('narrow', (it) => narrowFresh(narrow, it));
+      if (ledgers.has(`ledger${EMPTY}`)) {
+        const emptyNarrow = narrowGuardedFreshFloor(
+          guardedPool,
+          `${EMPTY_SCHEMA}.narrow_guarded_fresh_floor`,
+          'bench_scale_narrow_empty',
+        );
+        freshPair.set(`narrow${EMPTY}`, (it) => narrowFresh(emptyNarrow, it));
+      }
+    }
     if (ledgers.has(`ledger${EMPTY}`)) {
       const emptyFloor = freshFloor(floorPool, `${EMPTY_SCHEMA}.fresh_floor`, 'bench_scale_floor_empty');
       freshPair.set(`floor${EMPTY}`, (it) => floorFresh(emptyFloor, it));
@@ -677,6 +732,7 @@ async function main(): Promise<void> {
       // The floor to as many rows as the ledger has now (the sweeps before deleted some of its).
       await fill(db, floorFill(), templateKey, (await rowCount(db)) - (await rowCount(db, FLOOR_TABLE)));
       await fill(db, guardedFill(), templateKey, (await rowCount(db)) - (await rowCount(db, GUARDED_TABLE)));
+      if (NARROW) await fill(db, narrowFill(), templateKey, (await rowCount(db)) - (await rowCount(db, NARROW_TABLE)));
       const res = await measure(db, ledgers, freshPair, stats, size);
       results.push(res);
       log(
@@ -870,6 +926,15 @@ async function main(): Promise<void> {
         cpu_per_1000_pairs: costJson(r, 'ledger'),
         floor_cpu_per_1000_pairs: costJson(r, 'floor'),
         guarded_cpu_per_1000_pairs: costJson(r, 'guarded'),
+        narrow: NARROW
+          ? {
+              pairs_per_s: Math.round(median(r.variants.get('narrow')!.pairs)),
+              wal_per_op: Math.round(median(r.variants.get('narrow')!.wal)),
+              vs_first_size: r === first ? null : round2(vsFirst(r, 'narrow')),
+              vs_empty_beside: nullable(vsEmpty(r, 'narrow')),
+              bytes_per_row: Math.round(r.narrowBytesPerRow ?? Number.NaN),
+            }
+          : null,
         candidates:
           CANDIDATES.length === 0
             ? null
