@@ -32,7 +32,7 @@
  * Printed, and in the JSON line as `guarded_*`: its pairs/s, bytes per row, WAL bytes per op.
  *
  * Per variant and round it also reads the CPU time of this process, of the server's processes and
- * of everything else (/proc, bench/lib/proc-cpu.ts: seconds per 1,000 pairs; `other` is the rest of
+ * of everything else (/proc, bench/lib/proc-cpu.ts: µs per pair; `other` is the rest of
  * the machine, other work on it included), the disk's bytes read and written, and, when the server
  * preloads pg_stat_statements (e.g. SCALE_PG_SETTINGS=shared_preload_libraries=pg_stat_statements),
  * each statement's mean time, rows, shared buffers hit, read, dirtied and written, WAL bytes and
@@ -481,7 +481,7 @@ async function measure(
     if (variant === 'ledger') replays.push(await drive(PAIRS, CONCURRENCY, (i) => replay(ledger, item(batch, i))));
     const replayed = variant === 'ledger' ? `, replay ${Math.round(replays[r]!)}/s` : '';
     log(
-      `  round ${r + 1} ${variant}: pairs ${Math.round(rate)}/s${replayed}, WAL ${Math.round(wal)} B/op, CPU s per 1000 pairs node ${cost.node.toFixed(2)} pg ${cost.postgres.toFixed(2)} other ${cost.other.toFixed(2)} (irq ${cost.irq.toFixed(2)}; ${(per?.others ?? []).map(([c, x]) => `${c} ${x.toFixed(2)}`).join(', ')}) idle ${cost.idle.toFixed(2)}`,
+      `  round ${r + 1} ${variant}: pairs ${Math.round(rate)}/s${replayed}, WAL ${Math.round(wal)} B/op, CPU µs/pair node ${Math.round(cost.node * 1000)} pg ${Math.round(cost.postgres * 1000)} other ${Math.round(cost.other * 1000)} (irq ${Math.round(cost.irq * 1000)}; ${(per?.others ?? []).map(([c, x]) => `${c} ${Math.round(x * 1000)}`).join(', ')}) idle ${Math.round(cost.idle * 1000)}`,
     );
     return { rate, wal, cost };
   });
@@ -785,6 +785,8 @@ async function main(): Promise<void> {
       return xs.length ? median(xs) : null;
     };
     const f2 = (x: number | null) => (x === null ? '-' : x.toFixed(2));
+    // Seconds per 1,000 pairs as µs per pair.
+    const us = (x: number | null) => (x === null ? '-' : String(Math.round(x * 1000)));
     // Per-round ratios within a size: over the ledger's rounds (an empty table's variant: over the
     // ledger's on its empty table), over the same variant's on the empty table.
     const vsLedger = (r: SizeResult, v: string) =>
@@ -808,13 +810,13 @@ async function main(): Promise<void> {
         'vs ledger',
         'vs empty (same rounds)',
         'WAL B/op',
-        'CPU s/1000 node',
+        'CPU µs/pair node',
         '(sys)',
         'postgres',
         'other',
         '(irq)',
         'idle',
-        'wall s/1000',
+        'wall µs/pair',
         'disk read B/pair',
         'disk written B/pair',
       ],
@@ -827,13 +829,13 @@ async function main(): Promise<void> {
           v === 'ledger' ? '-' : vsLedger(r, v).toFixed(2),
           f2(vsEmpty(r, v)),
           fmt(median(r.variants.get(v)!.wal)),
-          f2(cost(r, v, 'node')),
-          f2(cost(r, v, 'nodeSys')),
-          f2(cost(r, v, 'postgres')),
-          f2(cost(r, v, 'other')),
-          f2(cost(r, v, 'irq')),
-          f2(cost(r, v, 'idle')),
-          f2(cost(r, v, 'wall')),
+          us(cost(r, v, 'node')),
+          us(cost(r, v, 'nodeSys')),
+          us(cost(r, v, 'postgres')),
+          us(cost(r, v, 'other')),
+          us(cost(r, v, 'irq')),
+          us(cost(r, v, 'idle')),
+          us(cost(r, v, 'wall')),
           fmt(cost(r, v, 'diskRead')),
           fmt(cost(r, v, 'diskWritten')),
         ]),
@@ -884,11 +886,14 @@ async function main(): Promise<void> {
       );
     }
     const nullable = (x: number | null) => (x === null ? null : round2(x));
+    // CPU seconds per 1,000 pairs, as µs per pair (whole).
+    const usJson = (x: number | null) => (x === null ? null : Math.round(x * 1000));
     const costJson = (r: SizeResult, v: string) => ({
-      node: round2(cost(r, v, 'node') ?? Number.NaN),
-      postgres: round2(cost(r, v, 'postgres') ?? Number.NaN),
-      other: round2(cost(r, v, 'other') ?? Number.NaN),
-      idle: round2(cost(r, v, 'idle') ?? Number.NaN),
+      node_us_per_pair: usJson(cost(r, v, 'node')),
+      postgres_us_per_pair: usJson(cost(r, v, 'postgres')),
+      other_us_per_pair: usJson(cost(r, v, 'other')),
+      idle_us_per_pair: usJson(cost(r, v, 'idle')),
+      wall_us_per_pair: usJson(cost(r, v, 'wall')),
     });
     for (const r of results) {
       jsonLine('scale', {
@@ -923,9 +928,9 @@ async function main(): Promise<void> {
         pairs_vs_empty_beside: nullable(vsEmpty(r, 'ledger')),
         floor_pairs_vs_empty_beside: nullable(vsEmpty(r, 'floor')),
         guarded_pairs_vs_empty_beside: nullable(vsEmpty(r, 'guarded')),
-        cpu_per_1000_pairs: costJson(r, 'ledger'),
-        floor_cpu_per_1000_pairs: costJson(r, 'floor'),
-        guarded_cpu_per_1000_pairs: costJson(r, 'guarded'),
+        cpu: costJson(r, 'ledger'),
+        floor_cpu: costJson(r, 'floor'),
+        guarded_cpu: costJson(r, 'guarded'),
         narrow: NARROW
           ? {
               pairs_per_s: Math.round(median(r.variants.get('narrow')!.pairs)),
@@ -947,7 +952,7 @@ async function main(): Promise<void> {
                     vs_empty_beside: nullable(vsEmpty(r, c)),
                     vs_ledger_empty_beside: nullable(vsEmpty(r, c, 'ledger')),
                     wal_per_op: Math.round(median(r.variants.get(c)!.wal)),
-                    cpu_per_1000_pairs: costJson(r, c),
+                    cpu: costJson(r, c),
                   },
                 ]),
               ),
