@@ -9,6 +9,7 @@
  * and an epoch fencing the completion (fresh), the stored fingerprint read with the result and
  * compared (replay).
  */
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { MicroBatcher } from '../../src/ledger/micro-batcher.js';
 import { fpBytes } from '../../src/ledger/sql/fragments.js';
@@ -117,3 +118,32 @@ export function storedFingerprint(fp: string): Buffer {
   const bytes = Buffer.from(fp, 'utf8');
   return bytes.length === 32 ? Buffer.concat([bytes, Buffer.of(0)]) : bytes;
 }
+
+/**
+ * The guarded fresh floor with a narrow key: on `table` (`key bytea primary key, fingerprint bytea
+ * not null, epoch int not null, result jsonb`), the key stored as a 16-byte digest. Requests name
+ * the key by the digest's hex text (`narrowKey`), as the answers do.
+ */
+export function narrowGuardedFreshFloor(pool: pg.Pool, table: string, prefix = 'bench_narrow_guarded_fresh_floor') {
+  return {
+    claim: batchedStatement<{ key: string; fingerprint: string }, number>(
+      pool,
+      `${prefix}_claim`,
+      `insert into ${table} (key, fingerprint, epoch) select decode(u.k, 'hex'), ${fpBytes('u.f')}, 1
+      from unnest($1::text[], $2::text[]) u(k, f) order by u.k on conflict do nothing returning encode(key, 'hex') as key, epoch`,
+      (sorted) => [sorted.map((r) => r.key), sorted.map((r) => r.fingerprint)],
+      (row) => row.epoch as number,
+    ),
+    done: batchedStatement<{ key: string; epoch: number; result: string }, true>(
+      pool,
+      `${prefix}_done`,
+      `update ${table} t set result = u.r::jsonb from unnest($1::text[], $2::int4[], $3::text[]) u(k, e, r)
+      where t.key = decode(u.k, 'hex') and t.epoch = u.e returning encode(t.key, 'hex') as key`,
+      (sorted) => [sorted.map((r) => r.key), sorted.map((r) => r.epoch), sorted.map((r) => r.result)],
+      () => true,
+    ),
+  };
+}
+
+/** A key as the narrow floor names it: the hex text of its 16-byte MD5 digest. */
+export const narrowKey = (key: string): string => createHash('md5').update(key).digest('hex');
