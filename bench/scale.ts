@@ -236,6 +236,39 @@ async function floorFresh(floor: Floor, it: Item): Promise<void> {
 const rowCount = async (db: pg.Pool, table = TABLE) =>
   Number((await db.query(`select count(*) as n from ${table}`)).rows[0].n);
 
+/** A floor's figures at a size: its rows after the rounds, its rounds' pairs/s, WAL per op and bytes per row. */
+type FloorFigures = {
+  rows: number;
+  pairs: number[];
+  walPerOp: number;
+  walAfterCheckpoint: number;
+  bytesPerRow: number;
+};
+
+/**
+ * The figures of the floor on `table` after its rounds, which must have added one row a pair to
+ * the `before` it held (a lost or doubled claim fails the run).
+ */
+async function floorFigures(
+  db: pg.Pool,
+  table: string,
+  before: number,
+  rounds: readonly { rate: number; wal: number }[],
+): Promise<FloorFigures> {
+  const rows = await rowCount(db, table);
+  if (rows !== before + ROUNDS * PAIRS)
+    throw new Error(`${rows} rows in ${table} after the rounds, expected ${before + ROUNDS * PAIRS}`);
+  const [schema, name] = table.split('.') as [string, string];
+  const wal = rounds.map((m) => m.wal);
+  return {
+    rows,
+    pairs: rounds.map((m) => m.rate),
+    walPerOp: median(wal),
+    walAfterCheckpoint: wal[0]!,
+    bytesPerRow: (await storedBytes(db, schema, [name])).total / rows,
+  };
+}
+
 /**
  * The prefill's expressions for the columns it changes; every other column is copied from the
  * template row, so a column added to the ledger later is filled too. `g` is the row number, `a.h`
@@ -423,9 +456,9 @@ type SizeResult = {
   pairsDuringSweep: number | null;
   deadTuples: number;
   /** The fresh floor's figures, from rounds alternating with the ledger's, on as many rows. */
-  floor: { rows: number; pairs: number[]; walPerOp: number; walAfterCheckpoint: number; bytesPerRow: number };
+  floor: FloorFigures;
   /** The guarded fresh floor's, likewise. */
-  guarded: { rows: number; pairs: number[]; walPerOp: number; walAfterCheckpoint: number; bytesPerRow: number };
+  guarded: FloorFigures;
   /** Every variant's rounds (the ledger, the candidates, `floor`, `guarded`, `narrow`). */
   variants: Map<string, VariantRounds>;
   /** The narrow floor's bytes on disk per row (SCALE_NARROW_FLOOR). */
@@ -514,23 +547,15 @@ async function measure(
   );
   const pairs = rounds.get('ledger')!.map((m) => m.rate);
   const wal = rounds.get('ledger')!.map((m) => m.wal);
-  const floorWal = rounds.get('floor')!.map((m) => m.wal);
-  const guardedWal = rounds.get('guarded')!.map((m) => m.wal);
   const updatesAfter = await updates(db);
   const hotShare = (updatesAfter.hot - updatesBefore.hot) / Math.max(1, updatesAfter.all - updatesBefore.all);
   log(`  HOT updates: ${(hotShare * 100).toFixed(0)} % of ${updatesAfter.all - updatesBefore.all}`);
   const after = await rowCount(db);
   const ledgerPairs = ROUNDS * PAIRS * [...ledgers.keys()].filter((name) => !name.endsWith(EMPTY)).length;
   if (after !== rows + ledgerPairs) throw new Error(`${after} rows after the rounds, expected ${rows + ledgerPairs}`);
-  const floorAfter = await rowCount(db, FLOOR_TABLE);
-  if (floorAfter !== floorRows + ROUNDS * PAIRS)
-    throw new Error(`${floorAfter} floor rows after the rounds, expected ${floorRows + ROUNDS * PAIRS}`);
   const stored = await storedBytes(db, SCHEMA, ['idempotency_ledger']);
-  const floorStored = await storedBytes(db, SCHEMA, ['fresh_floor']);
-  const guardedAfter = await rowCount(db, GUARDED_TABLE);
-  if (guardedAfter !== guardedRows + ROUNDS * PAIRS)
-    throw new Error(`${guardedAfter} guarded floor rows after the rounds, expected ${guardedRows + ROUNDS * PAIRS}`);
-  const guardedStored = await storedBytes(db, SCHEMA, ['guarded_fresh_floor']);
+  const floor = await floorFigures(db, FLOOR_TABLE, floorRows, rounds.get('floor')!);
+  const guarded = await floorFigures(db, GUARDED_TABLE, guardedRows, rounds.get('guarded')!);
   const narrowBytesPerRow = NARROW
     ? (await storedBytes(db, SCHEMA, ['narrow_guarded_fresh_floor'])).total / (await rowCount(db, NARROW_TABLE))
     : null;
@@ -543,7 +568,7 @@ async function measure(
     [SCHEMA],
   );
   log(
-    `  on disk: heap ${Math.round(split.heap / after)} B/row, indexes ${Math.round(split.idx / after)} B/row (${perIndex.rows.map((r) => `${r.name} ${Math.round(r.bytes / after)}`).join(', ')}); the floor ${Math.round(floorStored.total / floorAfter)} B/row, the guarded floor ${Math.round(guardedStored.total / guardedAfter)} B/row${narrowBytesPerRow === null ? '' : `, the narrow one ${Math.round(narrowBytesPerRow)} B/row`}`,
+    `  on disk: heap ${Math.round(split.heap / after)} B/row, indexes ${Math.round(split.idx / after)} B/row (${perIndex.rows.map((r) => `${r.name} ${Math.round(r.bytes / after)}`).join(', ')}); the floor ${Math.round(floor.bytesPerRow)} B/row, the guarded floor ${Math.round(guarded.bytesPerRow)} B/row${narrowBytesPerRow === null ? '' : `, the narrow one ${Math.round(narrowBytesPerRow)} B/row`}`,
   );
 
   // The sweeper against the expired rows, a claim load beside it.
@@ -595,20 +620,8 @@ async function measure(
     sweepPerSec,
     pairsDuringSweep,
     deadTuples: Number(dead.rows[0]?.n ?? 0),
-    floor: {
-      rows: floorAfter,
-      pairs: rounds.get('floor')!.map((m) => m.rate),
-      walPerOp: median(floorWal),
-      walAfterCheckpoint: floorWal[0]!,
-      bytesPerRow: floorStored.total / floorAfter,
-    },
-    guarded: {
-      rows: guardedAfter,
-      pairs: rounds.get('guarded')!.map((m) => m.rate),
-      walPerOp: median(guardedWal),
-      walAfterCheckpoint: guardedWal[0]!,
-      bytesPerRow: guardedStored.total / guardedAfter,
-    },
+    floor,
+    guarded,
     variants,
     narrowBytesPerRow,
   };

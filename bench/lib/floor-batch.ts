@@ -82,19 +82,34 @@ export function freshFloor(pool: pg.Pool, table: string, prefix = 'bench_fresh_f
   };
 }
 
+/** How a guarded floor stores its keys: the key text as it is (the default), or another encoding of it. */
+type KeyColumn = {
+  /** SQL of the stored key from the request's key text `k`. */
+  stored: (k: string) => string;
+  /** SQL of the key text the statements answer, from the stored column `c`. */
+  told: (c: string) => string;
+};
+const KEY_AS_TEXT: KeyColumn = { stored: (k) => k, told: (c) => c };
+
 /**
  * The guarded fresh floor on `table` (`key text primary key, fingerprint bytea not null, epoch int
  * not null, result jsonb`): the fresh floor with the fingerprint stored with the key (as the ledger
  * stores it: `fpBytes`) and an epoch fence. The claim answers the row's epoch (1: the row is new);
- * the completion stores the (sealed) result only where the key still holds that epoch.
+ * the completion stores the (sealed) result only where the key still holds that epoch. `key` is how
+ * the key column holds the requests' keys (see {@link narrowGuardedFreshFloor}).
  */
-export function guardedFreshFloor(pool: pg.Pool, table: string, prefix = 'bench_guarded_fresh_floor') {
+export function guardedFreshFloor(
+  pool: pg.Pool,
+  table: string,
+  prefix = 'bench_guarded_fresh_floor',
+  key: KeyColumn = KEY_AS_TEXT,
+) {
   return {
     claim: batchedStatement<{ key: string; fingerprint: string }, number>(
       pool,
       `${prefix}_claim`,
-      `insert into ${table} (key, fingerprint, epoch) select u.k, ${fpBytes('u.f')}, 1
-      from unnest($1::text[], $2::text[]) u(k, f) order by u.k on conflict do nothing returning key, epoch`,
+      `insert into ${table} (key, fingerprint, epoch) select ${key.stored('u.k')}, ${fpBytes('u.f')}, 1
+      from unnest($1::text[], $2::text[]) u(k, f) order by u.k on conflict do nothing returning ${key.told('key')} as key, epoch`,
       (sorted) => [sorted.map((r) => r.key), sorted.map((r) => r.fingerprint)],
       (row) => row.epoch as number,
     ),
@@ -102,7 +117,7 @@ export function guardedFreshFloor(pool: pg.Pool, table: string, prefix = 'bench_
       pool,
       `${prefix}_done`,
       `update ${table} t set result = u.r::jsonb from unnest($1::text[], $2::int4[], $3::text[]) u(k, e, r)
-      where t.key = u.k and t.epoch = u.e returning t.key`,
+      where t.key = ${key.stored('u.k')} and t.epoch = u.e returning ${key.told('t.key')} as key`,
       (sorted) => [sorted.map((r) => r.key), sorted.map((r) => r.epoch), sorted.map((r) => r.result)],
       () => true,
     ),
@@ -124,26 +139,8 @@ export function storedFingerprint(fp: string): Buffer {
  * not null, epoch int not null, result jsonb`), the key stored as a 16-byte digest. Requests name
  * the key by the digest's hex text (`narrowKey`), as the answers do.
  */
-export function narrowGuardedFreshFloor(pool: pg.Pool, table: string, prefix = 'bench_narrow_guarded_fresh_floor') {
-  return {
-    claim: batchedStatement<{ key: string; fingerprint: string }, number>(
-      pool,
-      `${prefix}_claim`,
-      `insert into ${table} (key, fingerprint, epoch) select decode(u.k, 'hex'), ${fpBytes('u.f')}, 1
-      from unnest($1::text[], $2::text[]) u(k, f) order by u.k on conflict do nothing returning encode(key, 'hex') as key, epoch`,
-      (sorted) => [sorted.map((r) => r.key), sorted.map((r) => r.fingerprint)],
-      (row) => row.epoch as number,
-    ),
-    done: batchedStatement<{ key: string; epoch: number; result: string }, true>(
-      pool,
-      `${prefix}_done`,
-      `update ${table} t set result = u.r::jsonb from unnest($1::text[], $2::int4[], $3::text[]) u(k, e, r)
-      where t.key = decode(u.k, 'hex') and t.epoch = u.e returning encode(t.key, 'hex') as key`,
-      (sorted) => [sorted.map((r) => r.key), sorted.map((r) => r.epoch), sorted.map((r) => r.result)],
-      () => true,
-    ),
-  };
-}
+export const narrowGuardedFreshFloor = (pool: pg.Pool, table: string, prefix = 'bench_narrow_guarded_fresh_floor') =>
+  guardedFreshFloor(pool, table, prefix, { stored: (k) => `decode(${k}, 'hex')`, told: (c) => `encode(${c}, 'hex')` });
 
 /** A key as the narrow floor names it: the hex text of its 16-byte MD5 digest. */
 export const narrowKey = (key: string): string => createHash('md5').update(key).digest('hex');
