@@ -7,6 +7,7 @@
  * Run: `npx tsx bench/profile-summary.ts <file.cpuprofile> [top=25]`
  */
 import { readFileSync } from 'node:fs';
+import { bucket } from './lib/profile-bucket.js';
 import { printTable } from './lib/table.js';
 
 type ProfileNode = {
@@ -15,21 +16,6 @@ type ProfileNode = {
   children?: number[];
 };
 type Profile = { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number };
-
-function bucket(url: string, fn: string): string {
-  if (!url) return fn.startsWith('(') ? fn : '(native)';
-  if (url.startsWith('node:')) return 'node internals';
-  const nm = url.lastIndexOf('/node_modules/');
-  if (nm >= 0) {
-    const parts = url.slice(nm + 14).split('/');
-    return parts[0]!.startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]!;
-  }
-  const src = url.indexOf('/src/');
-  if (src >= 0) return `library ${url.slice(src + 1)}`;
-  const bench = url.indexOf('/bench/');
-  if (bench >= 0) return `bench ${url.slice(bench + 1)}`;
-  return url;
-}
 
 function main(): void {
   const [file, topArg] = process.argv.slice(2);

@@ -89,7 +89,9 @@
  * Run: `npm run bench` (DATABASE_URL, REDIS_URL; BENCH_JOBS, BENCH_ROUNDS, and BENCH_ONLY, a
  * comma list of raw,naive,floor,powertools,powertools_durable,library,intents, to narrow it for
  * profiling (`powertools` includes `powertools_durable`); BENCH_CPU_PROFILE=dir
- * writes a V8 CPU profile of each drain, which `npx tsx bench/profile-summary.ts` summarises).
+ * writes a V8 CPU profile of each drain, which `npx tsx bench/profile-summary.ts` summarises;
+ * BENCH_HEAP_PROFILE=dir a sample of each drain's allocations, freed ones included, which
+ * `npx tsx bench/heap-summary.ts` summarises).
  * Progress goes to stderr; the tables and, as the last line of stdout, one JSON object with the
  * medians (ratios: the median of the per-round ratios) go to stdout.
  */
