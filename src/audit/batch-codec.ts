@@ -25,9 +25,17 @@ const MAX_INFLATED_BYTES = 64 * 1024 * 1024;
 
 /** Job options of an audit batch: the id is derived from the events, so a re-sent batch is absorbed. */
 export function auditJobOptions(events: readonly AuditEvent[]) {
-  const jobId = `audit_${sha256(events.map((e) => e.eventId).join(','), 'base64url')}`;
-  return { jobId, removeOnComplete: true, removeOnFail: 1000, attempts: 5, backoff: 1000 } as const;
+  return jobOptionsOf(events.map((e) => e.eventId));
 }
+
+const jobOptionsOf = (eventIds: readonly string[]) =>
+  ({
+    jobId: `audit_${sha256(eventIds.join(','), 'base64url')}`,
+    removeOnComplete: true,
+    removeOnFail: 1000,
+    attempts: 5,
+    backoff: 1000,
+  }) as const;
 
 /**
  * Builds the audit job for a batch of (redacted, validated) events. Compression runs off the
@@ -35,9 +43,88 @@ export function auditJobOptions(events: readonly AuditEvent[]) {
  * already (see {@link splitOversized}).
  */
 export async function auditBatchJob(events: readonly AuditEvent[], json: string | Buffer = JSON.stringify(events)) {
+  return jobOf(
+    events.map((e) => e.eventId),
+    json,
+  );
+}
+
+/** The audit job of the batch a {@link BatchBytes} holds: its events' ids and their JSON array's bytes. */
+export function auditBatchJobOf(batch: { eventIds: readonly string[]; json: Buffer }) {
+  return jobOf(batch.eventIds, batch.json);
+}
+
+async function jobOf(eventIds: readonly string[], json: string | Buffer) {
   const payload = (await deflate(json, { level: LEVEL })).toString('base64');
-  const data: AuditBatchData = { encoding: 'deflate-raw', count: events.length, payload };
-  return { name: AUDIT_JOB_NAME, data, opts: auditJobOptions(events) };
+  const data: AuditBatchData = { encoding: 'deflate-raw', count: eventIds.length, payload };
+  return { name: AUDIT_JOB_NAME, data, opts: jobOptionsOf(eventIds) };
+}
+
+/** The first allocation of a batch's bytes (it doubles as needed): about 100 events of the usual size. */
+const INITIAL_BATCH_BYTES = 64 * 1024;
+
+/**
+ * A batch's events as the UTF-8 bytes of their JSON array, written as each event arrives: the
+ * emitter holds bytes (outside the JavaScript heap) while a batch fills, not the events' objects,
+ * which die young instead of being copied by every collection of the young generation the batch
+ * lives through. {@link add} serialises the event once and gives its exact size, as
+ * {@link splitOversized} does for a whole batch; {@link take} hands over the batch and starts
+ * the next one.
+ */
+export class BatchBytes {
+  private buf = Buffer.allocUnsafe(INITIAL_BATCH_BYTES);
+  /** Where the next event's separator (or, for the first event, its text) goes. */
+  private at = 1;
+  private ids: string[] = [];
+
+  constructor(private readonly maxEventBytes: number) {}
+
+  /** Events in the batch. */
+  get count(): number {
+    return this.ids.length;
+  }
+
+  /**
+   * Appends `event`'s JSON. Answers `{ added: bytes }`, or, leaving the batch as it was,
+   * `{ oversized: bytes }` for an event over the limit, or `{ unserialisable: true }` for one
+   * `JSON.stringify` refuses.
+   */
+  add(event: AuditEvent): { added: number } | { oversized: number } | { unserialisable: true } {
+    let text: string;
+    try {
+      text = JSON.stringify(event);
+    } catch {
+      return { unserialisable: true };
+    }
+    // Longer in UTF-16 units than the limit in bytes: over it, whatever its characters.
+    if (text.length > this.maxEventBytes) return { oversized: Buffer.byteLength(text) };
+    const start = this.ids.length > 0 ? this.at + 1 : this.at;
+    // UTF-8 takes at most 3 bytes per UTF-16 unit; one more for the closing bracket.
+    const need = start + text.length * 3 + 1;
+    if (need > this.buf.length) {
+      const grown = Buffer.allocUnsafe(Math.max(need, this.buf.length * 2));
+      this.buf.copy(grown, 0, 0, this.at);
+      this.buf = grown;
+    }
+    const bytes = this.buf.write(text, start, 'utf8');
+    if (bytes > this.maxEventBytes) return { oversized: bytes };
+    if (this.ids.length > 0) this.buf[this.at] = 0x2c; // ,
+    this.ids.push(event.eventId);
+    this.at = start + bytes;
+    return { added: bytes };
+  }
+
+  /** The batch so far (`json` as `JSON.stringify` of its events would write it), and a new, empty one. */
+  take(): { eventIds: string[]; json: Buffer } {
+    const buf = this.buf;
+    buf[0] = 0x5b; // [
+    buf[this.at] = 0x5d; // ]
+    const batch = { eventIds: this.ids, json: buf.subarray(0, this.at + 1) };
+    this.buf = Buffer.allocUnsafe(Math.max(INITIAL_BATCH_BYTES, Math.min(buf.length, 4 * INITIAL_BATCH_BYTES)));
+    this.at = 1;
+    this.ids = [];
+    return batch;
+  }
 }
 
 /**

@@ -9,7 +9,7 @@ import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/def
 import type { Logger } from '../shared/logger.js';
 import type { WrapperEvent } from '../shared/wrapper-event.js';
 import type { AuditEvent } from './audit-event.js';
-import { auditBatchJob, splitOversized } from './batch-codec.js';
+import { auditBatchJob, auditBatchJobOf, BatchBytes, splitOversized } from './batch-codec.js';
 import { parseAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason } from './dead-letter-reason.js';
@@ -62,11 +62,12 @@ type Waiting = { event: AuditEvent; waiter: Waiter };
 export { AUDIT_JOB_NAME } from './batch-codec.js';
 
 /**
- * redact → validate → buffer → one BullMQ job per batch (bounded by size and time; the events are
- * deflated, see batch-codec). When Redis refuses a batch it goes to the Postgres outbox (drained
- * by the backfill). Nothing is dropped silently: an event that cannot be validated, or one over
- * `maxEventBytes`, is dead-lettered alone (its batch goes on); a batch neither Redis nor Postgres
- * takes is counted in `metrics` and logged as an error. `close()` flushes.
+ * redact → validate → serialise into the batch's bytes → one BullMQ job per batch (bounded by size
+ * and time; the events are deflated, see batch-codec). When Redis refuses a batch it goes to the
+ * Postgres outbox (drained by the backfill). Nothing is dropped silently: an event that cannot be
+ * validated, or one over `maxEventBytes`, is dead-lettered alone, and one JSON cannot write goes
+ * to the outbox alone (its batch goes on either way); what neither Redis nor Postgres takes is
+ * counted in `metrics` and logged as an error. `close()` flushes.
  *
  * The wrapper's own transition events are fire-and-forget (`emit` returns nothing; the ledger
  * holds each transition durably and the backfill derives it). A tool decision (`ctx.audit()`)
@@ -84,9 +85,10 @@ export class AuditEmitter {
     dropped: 0,
     batches: 0,
   };
-  private buffer: AuditEvent[] = [];
-  /** Waiters of the events in `buffer` (the buffer never holds more than one batch). */
-  private waiters: Waiting[] = [];
+  /** The batch being filled, as its JSON's bytes (it never holds more than one batch). */
+  private readonly batch: BatchBytes;
+  /** Waiters of the events in `batch`. */
+  private waiters: Waiter[] = [];
   private timer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Set<Promise<void>>();
   private held = 0;
@@ -105,6 +107,7 @@ export class AuditEmitter {
     this.schema = schema;
     this.deadLetterTable = `${schema}.audit_dead_letter`;
     this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+    this.batch = new BatchBytes(this.maxEventBytes);
     this.policy = opts.redactionPolicy ?? DEFAULT_REDACTION_POLICY;
     this.maxBatch = opts.maxBatch ?? 500;
     this.maxDelayMs = opts.maxDelayMs ?? 50;
@@ -184,10 +187,24 @@ export class AuditEmitter {
       else this.track(this.toOutbox([clean], 'emitter over capacity').then((ok) => settle(waiter ? [waiter] : [], ok)));
       return;
     }
-    this.buffer.push(clean);
-    if (waiter) this.waiters.push({ event: clean, waiter });
+    // Serialised now: the batch holds its bytes, not the event, while it fills.
+    const added = this.batch.add(clean);
+    if ('oversized' in added) {
+      this.refuseOversized(clean, added.oversized, waiter);
+      return;
+    }
     this.held++;
-    if (this.buffer.length >= this.maxBatch) this.flushBuffer();
+    if ('unserialisable' in added) {
+      // The outbox makes it storable; the batch goes on without it.
+      const p = this.toOutbox([clean], 'enqueue failed: the event is not serialisable');
+      this.track(
+        p.then((ok) => settle(waiter ? [waiter] : [], ok)),
+        1,
+      );
+      return;
+    }
+    if (waiter) this.waiters.push(waiter);
+    if (this.batch.count >= this.maxBatch) this.flushBuffer();
     else this.timer ??= setTimeout(() => this.flushBuffer(), this.maxDelayMs);
   }
 
@@ -230,10 +247,23 @@ export class AuditEmitter {
   private flushBuffer(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    if (this.batch.count === 0) return;
     const waiters = this.waiters;
     this.waiters = [];
-    // The buffer holds one batch at most (it is flushed on reaching maxBatch): its waiters are the batch's.
-    while (this.buffer.length > 0) this.send(this.buffer.splice(0, this.maxBatch), waiters);
+    this.metrics.batches++;
+    const batch = this.batch.take();
+    const count = batch.eventIds.length;
+    const p = auditBatchJobOf(batch)
+      .then((job) => this.opts.queue.add(job.name, job.data, job.opts))
+      .then(
+        () => {
+          this.metrics.enqueued += count;
+          return true;
+        },
+        (err: Error) => this.bytesToOutbox(batch.json, count, `enqueue failed: ${errorLabel(err)}`),
+      )
+      .then((ok) => settle(waiters, ok));
+    this.track(p, count);
   }
 
   private send(batch: AuditEvent[], waiting: Waiting[]): void {
@@ -275,6 +305,20 @@ export class AuditEmitter {
     const { details: _d, redaction: _r, ...shape } = event;
     const err = new AuditEventNotDurableError(ERROR_CODES.auditEventTooLarge, { eventId: event.eventId, bytes, limit });
     this.refuse(shape, reason, waiter, err, { tooLarge: { bytes, limit } });
+  }
+
+  /** {@link toOutbox} for a batch held as its JSON's bytes: the events read back as the writer would read them. */
+  private bytesToOutbox(json: Buffer, count: number, reason: string): Promise<boolean> {
+    let events: AuditEvent[];
+    try {
+      events = JSON.parse(json.toString('utf8'));
+    } catch (err) {
+      // Not reached (the bytes are JSON.stringify's): counted and logged all the same, never thrown.
+      this.metrics.dropped += count;
+      this.opts.logger?.error({ count, err: errorLabel(err), reason }, 'audit events lost');
+      return Promise.resolve(false);
+    }
+    return this.toOutbox(events, reason);
   }
 
   /** True once the events are in the outbox; false when they are lost (counted and logged). */

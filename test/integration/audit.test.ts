@@ -165,6 +165,26 @@ describe('audit pipeline', () => {
     await queue.close();
   });
 
+  it('an event JSON cannot write loses only itself: its batch goes on, its caller learns it was lost', async () => {
+    const queue = b.queue('audit-unserialisable');
+    const emitter = emitterFor(queue, 500);
+    const good = Array.from({ length: 9 }, (_, i) => event({ taskId: 'task-unserialisable', seq: i }));
+    for (const e of good.slice(0, 4)) emitter.record(e);
+    // A bigint passes the event's checks (details are a plain record) but not JSON.stringify.
+    const bad = emitter.recordDurable(event({ taskId: 'task-unserialisable', details: { n: 10n } }));
+    const durable = emitter.recordDurable(good[4] as AuditEvent);
+    for (const e of good.slice(5)) emitter.record(e);
+    await expect(bad).rejects.toMatchObject({ code: 'AUDIT_EVENT_LOST' });
+    await expect(durable).resolves.toBeUndefined();
+    await emitter.close();
+    expect(emitter.metrics).toMatchObject({ emitted: 10, enqueued: 9, dropped: 1, outboxed: 0 });
+    const jobs = await queue.getJobs(['wait', 'prioritized']);
+    const queued = (await Promise.all(jobs.map(async (j) => (await decodeAuditBatch(j.data)).events))).flat();
+    expect(queued).toEqual(JSON.parse(JSON.stringify(good)));
+    await queue.obliterate({ force: true });
+    await queue.close();
+  });
+
   it('when Redis refuses a batch it goes to the Postgres outbox: nothing lost', async () => {
     const dead = new Redis({
       port: 1,

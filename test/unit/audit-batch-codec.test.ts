@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { type AuditEvent, eventIdFor } from '../../src/audit/audit-event.js';
-import { auditBatchJob, decodeAuditBatch, splitOversized } from '../../src/audit/batch-codec.js';
+import {
+  auditBatchJob,
+  auditBatchJobOf,
+  BatchBytes,
+  decodeAuditBatch,
+  splitOversized,
+} from '../../src/audit/batch-codec.js';
 
 function event(i: number, note: string): AuditEvent {
   return {
@@ -21,16 +27,19 @@ function event(i: number, note: string): AuditEvent {
 // escapes that JSON lengthens, and a lone surrogate (written as an escape).
 const NOTES = ['plain', 'é'.repeat(40), '€'.repeat(40), '😀'.repeat(40), '"\\\n\t\u0001', '\ud800x'];
 
+/** Events within a 600-byte limit and over it (first, in the middle and last; all 1 to 4 bytes a character). */
+const mixedBatch = (): AuditEvent[] => [
+  event(0, '€'.repeat(300)), // 900 bytes of text alone: over
+  ...NOTES.map((n, i) => event(i + 1, n)),
+  event(20, 'é'.repeat(400)), // 800 bytes: over, in the middle
+  event(21, 'x'.repeat(100)),
+  event(22, '😀'.repeat(200)), // 800 bytes: over, last
+];
+
 describe('splitOversized', () => {
   it('keeps events within the limit as the JSON array of exactly those events, each measured in UTF-8 bytes', () => {
     const limit = 600;
-    const events = [
-      event(0, '€'.repeat(300)), // 900 bytes of text alone: over
-      ...NOTES.map((n, i) => event(i + 1, n)),
-      event(20, 'é'.repeat(400)), // 800 bytes: over, in the middle
-      event(21, 'x'.repeat(100)),
-      event(22, '😀'.repeat(200)), // 800 bytes: over, last
-    ];
+    const events = mixedBatch();
     const { kept, json, oversized } = splitOversized(events, limit);
     expect(oversized.map((o) => o.event.eventId)).toEqual([events[0], events[7], events[9]].map((e) => e?.eventId));
     for (const o of oversized) expect(o.bytes).toBe(Buffer.byteLength(JSON.stringify(o.event)));
@@ -87,5 +96,78 @@ describe('splitOversized, events far over the limit', () => {
     ]);
     expect(kept).toEqual([small, small]);
     expect(json?.toString()).toBe(JSON.stringify([small, small]));
+  });
+});
+
+describe('BatchBytes', () => {
+  const fill = (batch: BatchBytes, events: AuditEvent[]) => events.map((e) => batch.add(e));
+
+  it('holds the JSON array of exactly the events it added, each measured in UTF-8 bytes, over any number of batches', () => {
+    const batch = new BatchBytes(600);
+    for (let round = 0; round < 3; round++) {
+      const events = mixedBatch();
+      const answers = fill(batch, events);
+      const kept = events.filter((_, i) => 'added' in (answers[i] as object));
+      expect(answers.map((a) => Object.keys(a)[0])).toEqual([
+        'oversized',
+        ...NOTES.map(() => 'added'),
+        'oversized',
+        'added',
+        'oversized',
+      ]);
+      for (const [i, a] of answers.entries()) {
+        const bytes = 'added' in a ? a.added : 'oversized' in a ? a.oversized : -1;
+        expect(bytes).toBe(Buffer.byteLength(JSON.stringify(events[i])));
+      }
+      expect(batch.count).toBe(kept.length);
+      const { eventIds, json } = batch.take();
+      expect(eventIds).toEqual(kept.map((e) => e.eventId));
+      expect(json.toString('utf8')).toBe(JSON.stringify(kept));
+      expect(batch.count).toBe(0);
+    }
+  });
+
+  it('an event exactly at the limit is added; one byte over is not, and leaves the batch as it was', () => {
+    const base = event(1, '');
+    const room = 300 - Buffer.byteLength(JSON.stringify(base));
+    const at = event(1, 'é'.repeat(room / 2));
+    const over = event(2, `${'é'.repeat(room / 2)}x`);
+    const batch = new BatchBytes(300);
+    expect(batch.add(over)).toEqual({ oversized: 301 });
+    expect(batch.add(at)).toEqual({ added: 300 });
+    expect(batch.add(over)).toEqual({ oversized: 301 });
+    expect(batch.take().json.toString()).toBe(JSON.stringify([at]));
+  });
+
+  it('grows past its first allocation, and an empty batch is an empty array', () => {
+    const batch = new BatchBytes(256 * 1024);
+    expect(batch.take().json.toString()).toBe('[]');
+    // About 1.5 MB of text of 1 to 4 bytes a character: the bytes are reallocated several times.
+    const events = Array.from({ length: 300 }, (_, i) => event(i, (NOTES[i % NOTES.length] as string).repeat(60)));
+    fill(batch, events);
+    const { eventIds, json } = batch.take();
+    expect(eventIds).toHaveLength(300);
+    expect(json.length).toBeGreaterThan(64 * 1024);
+    expect(json.toString('utf8')).toBe(JSON.stringify(events));
+  });
+
+  it('an event that cannot be serialised is not added, and the others go on', () => {
+    const cyclic = event(1, 'x') as AuditEvent & { details: Record<string, unknown> };
+    cyclic.details.self = cyclic;
+    const batch = new BatchBytes(1000);
+    const ok = [event(0, 'a'), event(2, 'b')];
+    expect(batch.add(ok[0] as AuditEvent)).toHaveProperty('added');
+    expect(batch.add(cyclic)).toEqual({ unserialisable: true });
+    expect(batch.add(ok[1] as AuditEvent)).toHaveProperty('added');
+    expect(batch.take().json.toString()).toBe(JSON.stringify(ok));
+  });
+
+  it('its job is the job of the same events built from the events', async () => {
+    const events = NOTES.map((n, i) => event(i, n));
+    const batch = new BatchBytes(256 * 1024);
+    fill(batch, events);
+    const job = await auditBatchJobOf(batch.take());
+    expect(job).toEqual(await auditBatchJob(events));
+    expect((await decodeAuditBatch(job.data)).events).toEqual(JSON.parse(JSON.stringify(events)));
   });
 });
