@@ -10,7 +10,8 @@ export type { UndecodableCause } from '../errors/idempotency-error.js';
  * from Postgres or zod (their messages can quote the value they refused).
  *
  * - `AUDIT_EVENT_INVALID`: the event does not match `auditEventSchema`; zod's issue codes and
- *   paths (a path segment that is not a field of the schema is written `*`).
+ *   paths (a path segment that is not a field of the schema is written `*`), or, from the
+ *   emitter, `not_serialisable@$`: JSON cannot write it.
  * - `AUDIT_EVENT_REFUSED`: the event is valid, Postgres would not store it; its SQLSTATE.
  * - `AUDIT_BATCH_UNDECODABLE`: the audit job cannot be read as a batch of events.
  * - `AUDIT_EVENT_TOO_LARGE`: the event's JSON is over the emitter's bound; refused alone by the emitter, before it is sent.

@@ -65,9 +65,9 @@ export { AUDIT_JOB_NAME } from './batch-codec.js';
  * redact → validate → serialise into the batch's bytes → one BullMQ job per batch (bounded by size
  * and time; the events are deflated, see batch-codec). When Redis refuses a batch it goes to the
  * Postgres outbox (drained by the backfill). Nothing is dropped silently: an event that cannot be
- * validated, or one over `maxEventBytes`, is dead-lettered alone, and one JSON cannot write goes
- * to the outbox alone (its batch goes on either way); what neither Redis nor Postgres takes is
- * counted in `metrics` and logged as an error. `close()` flushes.
+ * validated, one JSON cannot write, or one over `maxEventBytes`, is dead-lettered alone (its batch
+ * goes on); what neither Redis nor Postgres takes is counted in `metrics` and logged as an error.
+ * `close()` flushes.
  *
  * The wrapper's own transition events are fire-and-forget (`emit` returns nothing; the ledger
  * holds each transition durably and the backfill derives it). A tool decision (`ctx.audit()`)
@@ -193,16 +193,11 @@ export class AuditEmitter {
       this.refuseOversized(clean, added.oversized, waiter);
       return;
     }
-    this.held++;
     if ('unserialisable' in added) {
-      // The outbox makes it storable; the batch goes on without it.
-      const p = this.toOutbox([clean], 'enqueue failed: the event is not serialisable');
-      this.track(
-        p.then((ok) => settle(waiter ? [waiter] : [], ok)),
-        1,
-      );
+      this.refuseUnserialisable(clean, waiter);
       return;
     }
+    this.held++;
     if (waiter) this.waiters.push(waiter);
     if (this.batch.count >= this.maxBatch) this.flushBuffer();
     else this.timer ??= setTimeout(() => this.flushBuffer(), this.maxDelayMs);
@@ -302,9 +297,25 @@ export class AuditEmitter {
     const limit = this.maxEventBytes;
     const reason = { code: ERROR_CODES.auditEventTooLarge, bytes, limit } as const;
     this.opts.logger?.error({ reason: formatReason(reason), eventId: event.eventId }, 'audit event refused');
-    const { details: _d, redaction: _r, ...shape } = event;
     const err = new AuditEventNotDurableError(ERROR_CODES.auditEventTooLarge, { eventId: event.eventId, bytes, limit });
-    this.refuse(shape, reason, waiter, err, { tooLarge: { bytes, limit } });
+    this.refuse(shapeOf(event), reason, waiter, err, { tooLarge: { bytes, limit } });
+  }
+
+  /**
+   * An event JSON cannot write (a value a custom `redact` let through: a bigint, a `toJSON` or a
+   * getter that throws) is invalid, as the built-in redactor finds it: refused alone, its shape
+   * (no details, no receipt: the value is in them) dead-lettered with `AUDIT_EVENT_INVALID`
+   * (`not_serialisable`), and its batch goes on without it.
+   */
+  private refuseUnserialisable(event: AuditEvent, waiter: Waiter | undefined): void {
+    this.metrics.invalid++;
+    const reason: DeadLetterReason = {
+      code: ERROR_CODES.auditEventInvalid,
+      issues: [{ code: 'not_serialisable', path: '$' }],
+      more: 0,
+    };
+    this.opts.logger?.error({ reason: formatReason(reason), eventId: event.eventId }, 'audit event refused');
+    this.refuse(shapeOf(event), reason, waiter, new AuditEventNotDurableError(ERROR_CODES.auditEventInvalid));
   }
 
   /** {@link toOutbox} for a batch held as its JSON's bytes: the events read back as the writer would read them. */
@@ -342,6 +353,12 @@ export class AuditEmitter {
       this.held -= held;
     });
   }
+}
+
+/** What a refused event's dead letter keeps of it when its details cannot be: every field but them and the receipt. */
+function shapeOf(event: AuditEvent): Omit<AuditEvent, 'details' | 'redaction'> {
+  const { details: _d, redaction: _r, ...shape } = event;
+  return shape;
 }
 
 /** Resolves the waiters of a batch that became durable; rejects them when it was lost. */

@@ -165,19 +165,46 @@ describe('audit pipeline', () => {
     await queue.close();
   });
 
-  it('an event JSON cannot write loses only itself: its batch goes on, its caller learns it was lost', async () => {
+  it('an event JSON cannot write is refused alone and dead-lettered as invalid: its batch goes on', async () => {
     const queue = b.queue('audit-unserialisable');
     const emitter = emitterFor(queue, 500);
     const good = Array.from({ length: 9 }, (_, i) => event({ taskId: 'task-unserialisable', seq: i }));
+    // Each passes the event's checks (details are a plain record) but not JSON.stringify: a
+    // bigint, a toJSON that throws, a getter that throws, nesting deeper than the stack.
+    let deep: Record<string, unknown> = {};
+    for (let i = 0; i < 100_000; i++) deep = { deep };
+    const values: unknown[] = [
+      10n,
+      {
+        toJSON: () => {
+          throw new Error('no');
+        },
+      },
+      Object.defineProperty({}, 'secret', {
+        enumerable: true,
+        get: () => {
+          throw new Error('no');
+        },
+      }),
+      deep,
+    ];
     for (const e of good.slice(0, 4)) emitter.record(e);
-    // A bigint passes the event's checks (details are a plain record) but not JSON.stringify.
-    const bad = emitter.recordDurable(event({ taskId: 'task-unserialisable', details: { n: 10n } }));
+    const bad = values.map((v) => emitter.recordDurable(event({ taskId: 'task-unserialisable', details: { v } })));
     const durable = emitter.recordDurable(good[4] as AuditEvent);
     for (const e of good.slice(5)) emitter.record(e);
-    await expect(bad).rejects.toMatchObject({ code: 'AUDIT_EVENT_LOST' });
+    for (const p of bad) await expect(p).rejects.toMatchObject({ code: 'AUDIT_EVENT_INVALID' });
     await expect(durable).resolves.toBeUndefined();
     await emitter.close();
-    expect(emitter.metrics).toMatchObject({ emitted: 10, enqueued: 9, dropped: 1, outboxed: 0 });
+    expect(emitter.metrics).toMatchObject({ emitted: 13, enqueued: 9, invalid: 4, deadLettered: 4, dropped: 0 });
+    const dl = await t.query(
+      `select reason, event from ${t.schema}.audit_dead_letter where reason like '%not_serialisable%'`,
+    );
+    expect(dl.rows).toHaveLength(4);
+    for (const row of dl.rows) {
+      expect(row.reason).toBe('AUDIT_EVENT_INVALID issues=not_serialisable@$');
+      expect(row.event).not.toHaveProperty('details');
+      expect(row.event.action).toBe('idempotency.claimed');
+    }
     const jobs = await queue.getJobs(['wait', 'prioritized']);
     const queued = (await Promise.all(jobs.map(async (j) => (await decodeAuditBatch(j.data)).events))).flat();
     expect(queued).toEqual(JSON.parse(JSON.stringify(good)));
