@@ -40,7 +40,7 @@ const jobOptionsOf = (eventIds: readonly string[]) =>
 /**
  * Builds the audit job for a batch of (redacted, validated) events. Compression runs off the
  * event loop. `json` is the events' JSON, as text or as its UTF-8 bytes, when the caller has it
- * already (see {@link splitOversized}).
+ * already.
  */
 export async function auditBatchJob(events: readonly AuditEvent[], json: string | Buffer = JSON.stringify(events)) {
   return jobOf(
@@ -67,9 +67,8 @@ const INITIAL_BATCH_BYTES = 64 * 1024;
  * A batch's events as the UTF-8 bytes of their JSON array, written as each event arrives: the
  * emitter holds bytes (outside the JavaScript heap) while a batch fills, not the events' objects,
  * which die young instead of being copied by every collection of the young generation the batch
- * lives through. {@link add} serialises the event once and gives its exact size, as
- * {@link splitOversized} does for a whole batch; {@link take} hands over the batch and starts
- * the next one.
+ * lives through. {@link add} serialises the event once and gives its exact size; {@link take}
+ * hands over the batch and starts the next one.
  */
 export class BatchBytes {
   private buf = Buffer.allocUnsafe(INITIAL_BATCH_BYTES);
@@ -127,55 +126,13 @@ export class BatchBytes {
   }
 }
 
-/**
- * Splits a batch into the events whose JSON is at most `maxBytes` and those over it, serialising
- * each event once: `json` is the kept events' array as UTF-8 bytes, as `JSON.stringify(kept)`
- * would write it, so the batch is deflated without a second pass nor a copy of its text. Each
- * event's text is written straight into the batch's bytes, which gives its exact size; an event
- * over the limit is taken back out. An event that cannot be serialised at all is kept (the
- * encoder's failure sends the batch to the outbox path, as before): `json` is then undefined.
- */
-export function splitOversized(
-  events: readonly AuditEvent[],
-  maxBytes: number,
-): { kept: AuditEvent[]; json: Buffer | undefined; oversized: { event: AuditEvent; bytes: number }[] } {
-  // Each event's text, or the size in bytes of one too long to be kept (its text is not held on to).
-  const texts: (string | number)[] = new Array(events.length);
-  let chars = 2;
-  for (let i = 0; i < events.length; i++) {
-    let text: string;
-    try {
-      text = JSON.stringify(events[i]);
-    } catch {
-      return { kept: [...events], json: undefined, oversized: [] };
-    }
-    // Longer in UTF-16 units than the limit in bytes: over it, whatever its characters.
-    if (text.length > maxBytes) texts[i] = Buffer.byteLength(text);
-    else {
-      texts[i] = text;
-      chars += text.length + 1;
-    }
+/** The size in UTF-8 bytes of `event`'s JSON, or undefined when `JSON.stringify` refuses it. */
+export function eventBytes(event: AuditEvent): number | undefined {
+  try {
+    return Buffer.byteLength(JSON.stringify(event));
+  } catch {
+    return undefined;
   }
-  // UTF-8 takes at most 3 bytes per UTF-16 unit.
-  const out = Buffer.allocUnsafe(chars * 3);
-  const kept: AuditEvent[] = [];
-  const oversized: { event: AuditEvent; bytes: number }[] = [];
-  let at = 1;
-  out[0] = 0x5b; // [
-  for (let i = 0; i < events.length; i++) {
-    const text = texts[i] as string | number;
-    const start = kept.length > 0 ? at + 1 : at;
-    const bytes = typeof text === 'number' ? text : out.write(text, start, 'utf8');
-    if (bytes > maxBytes) {
-      oversized.push({ event: events[i] as AuditEvent, bytes });
-      continue;
-    }
-    if (kept.length > 0) out[at] = 0x2c; // ,
-    kept.push(events[i] as AuditEvent);
-    at = start + bytes;
-  }
-  out[at++] = 0x5d; // ]
-  return { kept, json: out.subarray(0, at), oversized };
 }
 
 /**

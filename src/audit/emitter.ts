@@ -9,7 +9,7 @@ import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/def
 import type { Logger } from '../shared/logger.js';
 import type { WrapperEvent } from '../shared/wrapper-event.js';
 import type { AuditEvent } from './audit-event.js';
-import { auditBatchJob, auditBatchJobOf, BatchBytes, splitOversized } from './batch-codec.js';
+import { auditBatchJobOf, BatchBytes, eventBytes } from './batch-codec.js';
 import { parseAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason } from './dead-letter-reason.js';
@@ -56,8 +56,6 @@ export type AuditEmitterOptions = {
 
 /** Settles the promise of a durable record (`recordDurable`). */
 type Waiter = { resolve: () => void; reject: (err: Error) => void };
-/** A buffered event that a caller waits for. */
-type Waiting = { event: AuditEvent; waiter: Waiter };
 
 export { AUDIT_JOB_NAME } from './batch-codec.js';
 
@@ -174,16 +172,11 @@ export class AuditEmitter {
       this.refuse(event, reason, waiter, new AuditEventNotDurableError(ERROR_CODES.auditEventInvalid));
       return;
     }
-    const waiters = waiter ? [{ event: clean, waiter }] : [];
-    if (this.closed) {
-      this.held++;
-      this.send([clean], waiters);
-      return;
-    }
-    if (this.held >= this.maxBuffered) {
+    if (this.held >= this.maxBuffered && !this.closed) {
       // Back-pressure: memory stays bounded, the event goes to the outbox instead of the queue.
-      const [big] = splitOversized([clean], this.maxEventBytes).oversized;
-      if (big) this.refuseOversized(clean, big.bytes, waiter);
+      const bytes = eventBytes(clean);
+      if (bytes === undefined) this.refuseUnserialisable(clean, waiter);
+      else if (bytes > this.maxEventBytes) this.refuseOversized(clean, bytes, waiter);
       else this.track(this.toOutbox([clean], 'emitter over capacity').then((ok) => settle(waiter ? [waiter] : [], ok)));
       return;
     }
@@ -199,7 +192,8 @@ export class AuditEmitter {
     }
     this.held++;
     if (waiter) this.waiters.push(waiter);
-    if (this.batch.count >= this.maxBatch) this.flushBuffer();
+    // Once closed, each event goes at once, a batch of its own.
+    if (this.closed || this.batch.count >= this.maxBatch) this.flushBuffer();
     else this.timer ??= setTimeout(() => this.flushBuffer(), this.maxDelayMs);
   }
 
@@ -259,33 +253,6 @@ export class AuditEmitter {
       )
       .then((ok) => settle(waiters, ok));
     this.track(p, count);
-  }
-
-  private send(batch: AuditEvent[], waiting: Waiting[]): void {
-    this.metrics.batches++;
-    // Each event is serialised once, here: its size is checked and its text makes the batch's.
-    const { kept: events, json, oversized } = splitOversized(batch, this.maxEventBytes);
-    let waiters = waiting.map((w) => w.waiter);
-    for (const { event, bytes } of oversized) {
-      const own = waiting.find((w) => w.event === event)?.waiter;
-      if (own) waiters = waiters.filter((w) => w !== own);
-      this.refuseOversized(event, bytes, own);
-    }
-    if (events.length === 0) {
-      this.track(Promise.resolve(), batch.length);
-      return;
-    }
-    const p = auditBatchJob(events, json)
-      .then((job) => this.opts.queue.add(job.name, job.data, job.opts))
-      .then(
-        () => {
-          this.metrics.enqueued += events.length;
-          return true;
-        },
-        (err: Error) => this.toOutbox(events, `enqueue failed: ${errorLabel(err)}`),
-      )
-      .then((ok) => settle(waiters, ok));
-    this.track(p, batch.length);
   }
 
   /**

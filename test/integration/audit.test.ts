@@ -212,6 +212,52 @@ describe('audit pipeline', () => {
     await queue.close();
   });
 
+  it('past maxBuffered events go to the outbox and after close() each goes at once, every one checked alike', async () => {
+    const queue = b.queue('audit-capacity');
+    const emitter = new AuditEmitter({
+      queue,
+      pool: ledger.pool,
+      schema: t.schema,
+      redact: passThrough,
+      maxBatch: 500,
+      maxBuffered: 5,
+    });
+    const events = Array.from({ length: 10 }, (_, i) => event({ taskId: 'task-capacity', seq: i }));
+    // Five fill the buffer; from the sixth on, until a batch is sent, events go to the outbox.
+    for (const e of events.slice(0, 8)) emitter.record(e);
+    const tooLarge = emitter.recordDurable(event({ taskId: 'task-capacity', details: { note: 'x'.repeat(300_000) } }));
+    const unserialisable = emitter.recordDurable(event({ taskId: 'task-capacity', details: { n: 1n } }));
+    await expect(tooLarge).rejects.toMatchObject({ code: 'AUDIT_EVENT_TOO_LARGE' });
+    await expect(unserialisable).rejects.toMatchObject({ code: 'AUDIT_EVENT_INVALID' });
+    await emitter.close();
+    // Closed: each event is a batch of its own, sent at once, and checked as before.
+    for (const e of events.slice(8)) emitter.record(e);
+    const lateBad = emitter.recordDurable(event({ taskId: 'task-capacity', details: { n: 2n } }));
+    await expect(lateBad).rejects.toMatchObject({ code: 'AUDIT_EVENT_INVALID' });
+    await emitter.flush();
+    expect(emitter.metrics).toMatchObject({
+      emitted: 13,
+      enqueued: 7,
+      outboxed: 3,
+      tooLarge: 1,
+      invalid: 2,
+      deadLettered: 3,
+      dropped: 0,
+      batches: 3,
+    });
+    const jobs = await queue.getJobs(['wait', 'prioritized']);
+    const queued = (await Promise.all(jobs.map(async (j) => (await decodeAuditBatch(j.data)).events))).flat();
+    const seqs = (xs: unknown[]) => xs.map((e) => Number((e as { seq: unknown }).seq)).sort((x, y) => x - y);
+    expect(seqs(queued)).toEqual([0, 1, 2, 3, 4, 8, 9]);
+    const outboxed = await t.query(
+      `select e->>'seq' as seq from ${t.schema}.audit_outbox, jsonb_array_elements(events) e where e->>'taskId' = 'task-capacity'`,
+    );
+    expect(seqs(outboxed.rows)).toEqual([5, 6, 7]);
+    await t.query(`delete from ${t.schema}.audit_outbox where events->0->>'taskId' = 'task-capacity'`);
+    await queue.obliterate({ force: true });
+    await queue.close();
+  });
+
   it('when Redis refuses a batch it goes to the Postgres outbox: nothing lost', async () => {
     const dead = new Redis({
       port: 1,

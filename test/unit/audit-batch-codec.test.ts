@@ -5,7 +5,7 @@ import {
   auditBatchJobOf,
   BatchBytes,
   decodeAuditBatch,
-  splitOversized,
+  eventBytes,
 } from '../../src/audit/batch-codec.js';
 
 function event(i: number, note: string): AuditEvent {
@@ -35,69 +35,6 @@ const mixedBatch = (): AuditEvent[] => [
   event(21, 'x'.repeat(100)),
   event(22, '😀'.repeat(200)), // 800 bytes: over, last
 ];
-
-describe('splitOversized', () => {
-  it('keeps events within the limit as the JSON array of exactly those events, each measured in UTF-8 bytes', () => {
-    const limit = 600;
-    const events = mixedBatch();
-    const { kept, json, oversized } = splitOversized(events, limit);
-    expect(oversized.map((o) => o.event.eventId)).toEqual([events[0], events[7], events[9]].map((e) => e?.eventId));
-    for (const o of oversized) expect(o.bytes).toBe(Buffer.byteLength(JSON.stringify(o.event)));
-    expect(kept).toEqual(events.filter((e) => !oversized.some((o) => o.event === e)));
-    expect(json?.toString('utf8')).toBe(JSON.stringify(kept));
-    expect(JSON.parse(json?.toString('utf8') ?? '')).toEqual(JSON.parse(JSON.stringify(kept)));
-  });
-
-  it('an event exactly at the limit is kept; one byte over is not', () => {
-    const base = event(1, '');
-    const room = 300 - Buffer.byteLength(JSON.stringify(base));
-    const at = event(1, 'é'.repeat(room / 2));
-    const over = event(2, `${'é'.repeat(room / 2)}x`);
-    expect(Buffer.byteLength(JSON.stringify(at))).toBe(300);
-    const { kept, oversized } = splitOversized([at, over], 300);
-    expect(kept).toEqual([at]);
-    expect(oversized).toEqual([{ event: over, bytes: 301 }]);
-  });
-
-  it('all over the limit, or none at all: an empty array', () => {
-    expect(splitOversized([event(1, 'x'.repeat(50))], 10).json?.toString()).toBe('[]');
-    expect(splitOversized([], 10).json?.toString()).toBe('[]');
-  });
-
-  it('an event that cannot be serialised keeps the whole batch and gives no JSON', () => {
-    const cyclic = event(1, 'x') as AuditEvent & { details: Record<string, unknown> };
-    cyclic.details.self = cyclic;
-    const { kept, json, oversized } = splitOversized([event(0, 'a'), cyclic], 1000);
-    expect(kept).toHaveLength(2);
-    expect(json).toBeUndefined();
-    expect(oversized).toEqual([]);
-  });
-
-  it('the batch job made from the bytes decodes to the kept events', async () => {
-    const events = NOTES.map((n, i) => event(i, n));
-    const { kept, json } = splitOversized(events, 256 * 1024);
-    const job = await auditBatchJob(kept, json);
-    expect(job.data.count).toBe(events.length);
-    const decoded = await decodeAuditBatch(job.data);
-    expect(decoded.events).toEqual(JSON.parse(JSON.stringify(events)));
-    expect(job).toEqual(await auditBatchJob(kept));
-  });
-});
-
-describe('splitOversized, events far over the limit', () => {
-  it('reports them in their order among the others, each with its exact size', () => {
-    const far = event(1, 'x'.repeat(5000)); // longer in characters than the limit
-    const near = event(2, '€'.repeat(200)); // shorter in characters, longer in bytes
-    const small = event(3, 'ok');
-    const { kept, json, oversized } = splitOversized([near, small, far, small], 500);
-    expect(oversized).toEqual([
-      { event: near, bytes: Buffer.byteLength(JSON.stringify(near)) },
-      { event: far, bytes: Buffer.byteLength(JSON.stringify(far)) },
-    ]);
-    expect(kept).toEqual([small, small]);
-    expect(json?.toString()).toBe(JSON.stringify([small, small]));
-  });
-});
 
 describe('BatchBytes', () => {
   const fill = (batch: BatchBytes, events: AuditEvent[]) => events.map((e) => batch.add(e));
@@ -169,5 +106,33 @@ describe('BatchBytes', () => {
     const job = await auditBatchJobOf(batch.take());
     expect(job).toEqual(await auditBatchJob(events));
     expect((await decodeAuditBatch(job.data)).events).toEqual(JSON.parse(JSON.stringify(events)));
+  });
+
+  it('an event longer in characters than the limit is measured and refused wherever it comes', () => {
+    const far = event(1, 'x'.repeat(5000));
+    const near = event(2, '€'.repeat(200)); // shorter in characters than the limit, longer in bytes
+    const small = event(3, 'ok');
+    const batch = new BatchBytes(500);
+    expect(fill(batch, [near, small, far, small])).toEqual([
+      { oversized: Buffer.byteLength(JSON.stringify(near)) },
+      { added: Buffer.byteLength(JSON.stringify(small)) },
+      { oversized: Buffer.byteLength(JSON.stringify(far)) },
+      { added: Buffer.byteLength(JSON.stringify(small)) },
+    ]);
+    expect(batch.take().json.toString()).toBe(JSON.stringify([small, small]));
+  });
+});
+
+describe('eventBytes', () => {
+  it("is the size of the event's JSON in UTF-8 bytes, or undefined when JSON cannot write it", () => {
+    for (const [i, n] of NOTES.entries()) {
+      const e = event(i, n);
+      expect(eventBytes(e)).toBe(Buffer.byteLength(JSON.stringify(e)));
+    }
+    expect(eventBytes(event(1, '😀'))).toBe(Buffer.byteLength(JSON.stringify(event(1, '')), 'utf8') + 4);
+    const cyclic = event(1, 'x') as AuditEvent & { details: Record<string, unknown> };
+    cyclic.details.self = cyclic;
+    expect(eventBytes(cyclic)).toBeUndefined();
+    expect(eventBytes({ ...event(2, ''), details: { n: 1n } })).toBeUndefined();
   });
 });
