@@ -65,10 +65,9 @@ const INITIAL_BATCH_BYTES = 64 * 1024;
 
 /**
  * A batch's events as the UTF-8 bytes of their JSON array, written as each event arrives: the
- * emitter holds bytes (outside the JavaScript heap) while a batch fills, not the events' objects,
- * which die young instead of being copied by every collection of the young generation the batch
- * lives through. {@link add} serialises the event once and gives its exact size; {@link take}
- * hands over the batch and starts the next one.
+ * emitter holds bytes (outside the JavaScript heap) while a batch fills, and an event's objects
+ * are garbage once it is accepted. {@link add} serialises the event once and gives its exact
+ * size; {@link take} hands over the batch and starts the next one.
  */
 export class BatchBytes {
   private buf = Buffer.allocUnsafe(INITIAL_BATCH_BYTES);
@@ -89,12 +88,14 @@ export class BatchBytes {
    * `JSON.stringify` refuses.
    */
   add(event: AuditEvent): { added: number } | { oversized: number } | { unserialisable: true } {
-    let text: string;
+    let text: string | undefined;
     try {
       text = JSON.stringify(event);
     } catch {
       return { unserialisable: true };
     }
+    // JSON.stringify answers undefined for what it cannot write as a value (a toJSON that returns nothing).
+    if (typeof text !== 'string') return { unserialisable: true };
     // Longer in UTF-16 units than the limit in bytes: over it, whatever its characters.
     if (text.length > this.maxEventBytes) return { oversized: Buffer.byteLength(text) };
     const start = this.ids.length > 0 ? this.at + 1 : this.at;
@@ -129,7 +130,8 @@ export class BatchBytes {
 /** The size in UTF-8 bytes of `event`'s JSON, or undefined when `JSON.stringify` refuses it. */
 export function eventBytes(event: AuditEvent): number | undefined {
   try {
-    return Buffer.byteLength(JSON.stringify(event));
+    const text = JSON.stringify(event);
+    return typeof text === 'string' ? Buffer.byteLength(text) : undefined;
   } catch {
     return undefined;
   }

@@ -95,6 +95,10 @@ describe('BatchBytes', () => {
     const ok = [event(0, 'a'), event(2, 'b')];
     expect(batch.add(ok[0] as AuditEvent)).toHaveProperty('added');
     expect(batch.add(cyclic)).toEqual({ unserialisable: true });
+    // A toJSON answering nothing: JSON.stringify answers undefined, no text at all.
+    const nothing = { ...event(3, 'c'), toJSON: () => undefined } as unknown as AuditEvent;
+    expect(batch.add(nothing)).toEqual({ unserialisable: true });
+    expect(eventBytes(nothing)).toBeUndefined();
     expect(batch.add(ok[1] as AuditEvent)).toHaveProperty('added');
     expect(batch.take().json.toString()).toBe(JSON.stringify(ok));
   });
