@@ -245,6 +245,17 @@ type FloorFigures = {
   bytesPerRow: number;
 };
 
+/** A floor's figures for the JSON line, each key prefixed with the floor's name (`floor_rows`, ...). */
+function floorJson(name: string, f: FloorFigures): Record<string, number> {
+  return {
+    [`${name}_rows`]: f.rows,
+    [`${name}_pairs_per_s`]: Math.round(median(f.pairs)),
+    [`${name}_bytes_per_row`]: Math.round(f.bytesPerRow),
+    [`${name}_wal_per_op`]: Math.round(f.walPerOp),
+    [`${name}_wal_per_op_after_checkpoint`]: Math.round(f.walAfterCheckpoint),
+  };
+}
+
 /**
  * The figures of the floor on `table` after its rounds, which must have added one row a pair to
  * the `before` it held (a lost or doubled claim fails the run).
@@ -937,17 +948,9 @@ async function main(): Promise<void> {
         pg_settings: Object.keys(PG_SETTINGS).length > 0 ? PG_SETTINGS : null,
         sweep_per_s: r.sweepPerSec === null ? null : Math.round(r.sweepPerSec),
         pairs_beside_sweep_per_s: r.pairsDuringSweep === null ? null : Math.round(r.pairsDuringSweep),
-        floor_rows: r.floor.rows,
-        floor_pairs_per_s: Math.round(median(r.floor.pairs)),
-        floor_bytes_per_row: Math.round(r.floor.bytesPerRow),
-        floor_wal_per_op: Math.round(r.floor.walPerOp),
-        floor_wal_per_op_after_checkpoint: Math.round(r.floor.walAfterCheckpoint),
+        ...floorJson('floor', r.floor),
         pairs_vs_floor: round2(median(perRoundRatios(r.pairs, r.floor.pairs))),
-        guarded_rows: r.guarded.rows,
-        guarded_pairs_per_s: Math.round(median(r.guarded.pairs)),
-        guarded_bytes_per_row: Math.round(r.guarded.bytesPerRow),
-        guarded_wal_per_op: Math.round(r.guarded.walPerOp),
-        guarded_wal_per_op_after_checkpoint: Math.round(r.guarded.walAfterCheckpoint),
+        ...floorJson('guarded', r.guarded),
         pairs_vs_guarded: round2(median(perRoundRatios(r.pairs, r.guarded.pairs))),
         // Each rate over the same variant's at the first size (null at the first size).
         pairs_vs_first_size: r === first ? null : round2(vsFirst(r, 'ledger')),

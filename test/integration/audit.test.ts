@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { type AuditEvent, auditEventSchema, eventIdFor } from '../../src/audit/audit-event.js';
 import { AuditStore } from '../../src/audit/audit-store.js';
 import { AUDIT_JOB_NAME, decodeAuditBatch, UndecodableAuditBatchError } from '../../src/audit/batch-codec.js';
-import { AuditEmitter } from '../../src/audit/emitter.js';
+import { AuditEmitter, type AuditEmitterOptions } from '../../src/audit/emitter.js';
 import { buildTimeline, renderTimeline, timeline } from '../../src/audit/timeline.js';
 import { RetryableError } from '../../src/errors/processor-errors.js';
 import type { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
@@ -40,8 +40,8 @@ const notePolicy = defineRedactionPolicy({
   details: { 'idempotency.claimed': ['note'] },
 });
 /** An emitter on `queue` that keeps events as they are (these tests check the pipeline, not redaction). */
-const emitterFor = (queue: Queue, maxBatch: number) =>
-  new AuditEmitter({ queue, pool: ledger.pool, schema: t.schema, redact: passThrough, maxBatch });
+const emitterFor = (queue: Queue, maxBatch: number, more: Partial<AuditEmitterOptions> = {}) =>
+  new AuditEmitter({ queue, pool: ledger.pool, schema: t.schema, redact: passThrough, maxBatch, ...more });
 
 function event(over: Partial<AuditEvent> = {}): AuditEvent {
   return {
@@ -214,14 +214,7 @@ describe('audit pipeline', () => {
 
   it('past maxBuffered events go to the outbox and after close() each goes at once, every one checked alike', async () => {
     const queue = b.queue('audit-capacity');
-    const emitter = new AuditEmitter({
-      queue,
-      pool: ledger.pool,
-      schema: t.schema,
-      redact: passThrough,
-      maxBatch: 500,
-      maxBuffered: 5,
-    });
+    const emitter = emitterFor(queue, 500, { maxBuffered: 5 });
     const events = Array.from({ length: 10 }, (_, i) => event({ taskId: 'task-capacity', seq: i }));
     // Five fill the buffer; from the sixth on, until a batch is sent, events go to the outbox.
     for (const e of events.slice(0, 8)) emitter.record(e);
