@@ -8,7 +8,10 @@
  *   rounds; overhead = 1 − on/off, the median of the rounds' own ratios (and, as printed before,
  *   1 − median(on)/median(off)), with this process's CPU per job in each mode. It is what the worker
  *   pays (build, redact, validate, batch and enqueue three events per job); the writer's work is the
- *   pipeline figure.
+ *   pipeline figure. A third mode in the same rounds, the transport floor
+ *   (bench/lib/audit-transport-floor.ts: the events made, batched, deflated and queued as the
+ *   emitter does, with no redaction or check), gives `1 − floor/off`: what this design's transport
+ *   costs before redaction.
  * - verify: the hash chains the pipeline wrote, walked whole (events/s).
  * Timings on a shared 2-core machine are noisy: figures are reported, never asserted. The last line
  * of stdout is one JSON object. Env: BENCH_AUDIT_EVENTS, BENCH_AUDIT_BURSTS, BENCH_JOBS and
@@ -34,6 +37,7 @@ import { migrate, PostgresLedger } from '../src/entries/ledger.js';
 import { defineKeyring, defineOperation, withIdempotency } from '../src/index.js';
 import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
 import { benchToolEvent } from '../test/helpers/audit-sample.js';
+import { AuditTransportFloor } from './lib/audit-transport-floor.js';
 import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
@@ -266,13 +270,16 @@ async function pipeline(
 /** A wrapper round's jobs/s, and this process's CPU per job (µs: the worker's own, audit on or off). */
 type RoundResult = { perSecond: number; cpuUsPerJob: number };
 
+/** A wrapper round's audit trail: none, the emitter (redaction and checks), or the transport floor alone. */
+type AuditMode = 'off' | 'on' | 'floor';
+
 async function wrapperRound(
   ledger: PostgresLedger,
   pool: pg.Pool,
-  audit: boolean,
+  mode: AuditMode,
   round: number,
 ): Promise<RoundResult> {
-  const name = `w-${audit ? 'on' : 'off'}-${round}`;
+  const name = `w-${mode}-${round}`;
   const op = defineOperation({
     name: 'search.run',
     namespace: `bench/${name}`,
@@ -297,9 +304,12 @@ async function wrapperRound(
   // The worker's side only: events go to a queue no writer consumes during the round (the
   // writer's own cost is the pipeline figure above); they are counted afterwards.
   const auditQueue = new Queue(`audit-${name}`, { connection, prefix });
-  const emitter = audit
-    ? new AuditEmitter({ queue: auditQueue, pool, schema, redact: auditRedactor(policy) })
-    : undefined;
+  const emitter =
+    mode === 'on'
+      ? new AuditEmitter({ queue: auditQueue, pool, schema, redact: auditRedactor(policy) })
+      : mode === 'floor'
+        ? new AuditTransportFloor(auditQueue)
+        : undefined;
   let effects = 0;
   let done = 0;
   const started = performance.now();
@@ -336,8 +346,10 @@ async function wrapperRound(
     for (const job of await auditQueue.getJobs(['wait', 'prioritized']))
       events += (await decodeAuditBatch(job.data)).events.length;
     // claimed, the tool decision and completed, per job: none lost on the way to the queue.
-    if (events !== 3 * WRAPPER_JOBS || emitter.metrics.outboxed + emitter.metrics.dropped > 0) {
-      throw new Error(`audit events: ${events} queued for ${WRAPPER_JOBS} jobs (${JSON.stringify(emitter.metrics)})`);
+    const lost = emitter instanceof AuditEmitter ? emitter.metrics.outboxed + emitter.metrics.dropped : 0;
+    if (events !== 3 * WRAPPER_JOBS || lost > 0) {
+      const metrics = emitter instanceof AuditEmitter ? emitter.metrics : { enqueued: emitter.enqueued };
+      throw new Error(`audit events: ${events} queued for ${WRAPPER_JOBS} jobs (${mode}: ${JSON.stringify(metrics)})`);
     }
   }
   await auditQueue.obliterate({ force: true });
@@ -380,21 +392,27 @@ try {
   // The pipeline leaves ~0.3 GB of WAL and dirty pages behind; flush them now rather than in a
   // checkpoint that would land in the middle of the wrapper rounds (needs superuser; best effort).
   await pool.query('checkpoint').catch(() => log('checkpoint refused (not a superuser): the rounds may overlap one'));
-  const onRounds: RoundResult[] = [];
-  const offRounds: RoundResult[] = [];
+  const rounds: Record<AuditMode, RoundResult[]> = { off: [], on: [], floor: [] };
+  const modes: AuditMode[] = ['off', 'on', 'floor'];
   for (let r = 0; r < ROUNDS; r++) {
     log(`wrapper round ${r + 1}/${ROUNDS}...`);
-    const order = r % 2 === 0 ? [false, true] : [true, false];
-    for (const audit of order) (audit ? onRounds : offRounds).push(await wrapperRound(ledger, pool, audit, r));
+    // Each mode first, second and third in turn.
+    for (let i = 0; i < modes.length; i++) {
+      const mode = modes[(r + i) % modes.length] as AuditMode;
+      rounds[mode].push(await wrapperRound(ledger, pool, mode, r));
+    }
   }
-  const on = onRounds.map((x) => x.perSecond);
-  const off = offRounds.map((x) => x.perSecond);
+  const on = rounds.on.map((x) => x.perSecond);
+  const off = rounds.off.map((x) => x.perSecond);
+  const floor = rounds.floor.map((x) => x.perSecond);
   // Each round's on/off pair ran back to back: the median of the rounds' overheads, as the other
   // benches take per-round ratios (a round that a checkpoint or a neighbour slowed counts once).
   const overhead = 1 - median(perRoundRatios(on, off));
   const overheadOfMedians = 1 - median(on) / median(off);
-  const cpuOn = median(onRounds.map((x) => x.cpuUsPerJob));
-  const cpuOff = median(offRounds.map((x) => x.cpuUsPerJob));
+  const floorOverhead = 1 - median(perRoundRatios(floor, off));
+  const cpuOn = median(rounds.on.map((x) => x.cpuUsPerJob));
+  const cpuOff = median(rounds.off.map((x) => x.cpuUsPerJob));
+  const cpuFloor = median(rounds.floor.map((x) => x.cpuUsPerJob));
   const series = (xs: number[], m: number) => `${xs.map((x) => Math.round(x)).join(' / ')}  (median ${Math.round(m)})`;
   printTable(
     ['measure', 'value'],
@@ -421,7 +439,12 @@ try {
               'wrapper overhead (median of rounds; of the medians)',
               `${overhead.toFixed(3)}; ${overheadOfMedians.toFixed(3)}`,
             ],
-            ['worker CPU µs per job, audit off / on', `${Math.round(cpuOff)} / ${Math.round(cpuOn)}`],
+            ['wrapper, audit transport floor, jobs/s', series(floor, median(floor))],
+            ['transport floor overhead (median of rounds)', floorOverhead.toFixed(3)],
+            [
+              'worker CPU µs per job, audit off / on / transport floor',
+              `${Math.round(cpuOff)} / ${Math.round(cpuOn)} / ${Math.round(cpuFloor)}`,
+            ],
           ]),
     ],
   );
@@ -442,6 +465,8 @@ try {
     wrapper_overhead_of_medians: PIPELINE_ONLY ? null : Number(overheadOfMedians.toFixed(3)),
     worker_cpu_us_per_job_off: PIPELINE_ONLY ? null : Math.round(cpuOff),
     worker_cpu_us_per_job_on: PIPELINE_ONLY ? null : Math.round(cpuOn),
+    transport_floor_overhead: PIPELINE_ONLY ? null : Number(floorOverhead.toFixed(3)),
+    worker_cpu_us_per_job_floor: PIPELINE_ONLY ? null : Math.round(cpuFloor),
   });
 } finally {
   if (writer) {
