@@ -51,7 +51,8 @@
  *   ledger's synchronous Postgres commit: every write fsynced to the AOF before Redis replies.
  *   The queue stays on the shared Redis; the Redis commands and CPU per job count both servers.
  *   `fresh / powertools_durable` and `replay / powertools_durable_replay` compare the wrapper
- *   with Powertools at equal durability. Without `redis-server` on the PATH (or at
+ *   with Powertools at equal durability, and the guarded floors' ratios to them say whether any
+ *   design with the ledger's guarantees on this Postgres could be ahead of it. Without `redis-server` on the PATH (or at
  *   BENCH_REDIS_SERVER) the unit is skipped (a line on stderr says so);
  * - fresh: `withIdempotency`, every key new (claim, run, complete);
  * - replay: `withIdempotency`, every key already completed (the same operations enqueued again
@@ -1061,6 +1062,8 @@ function report(results: Results): void {
   ratioRow('replay / powertools_replay', 'replay', 'powertools_replay');
   ratioRow('fresh / powertools_durable', 'fresh', 'powertools_durable');
   ratioRow('replay / powertools_durable_replay', 'replay', 'powertools_durable_replay');
+  ratioRow('guarded fresh floor / powertools_durable', 'guarded_fresh_floor', 'powertools_durable');
+  ratioRow('guarded replay floor / powertools_durable_replay', 'guarded_replay_floor', 'powertools_durable_replay');
   ratioRow('fresh durable / fresh (fill timed)', 'fresh_durable', 'fresh_enqueued');
   console.log(
     `\nThroughput: ${JOBS} jobs per drain, concurrency ${CONCURRENCY} (ratio median = median of per-round ratios)`,
@@ -1159,6 +1162,8 @@ function summary(results: Results): Record<string, unknown> {
     powertools_durable_replay_per_s: perSec('powertools_durable_replay'),
     fresh_vs_powertools_durable: ratio('fresh', 'powertools_durable'),
     replay_vs_powertools_durable_replay: ratio('replay', 'powertools_durable_replay'),
+    guarded_fresh_floor_vs_powertools_durable: ratio('guarded_fresh_floor', 'powertools_durable'),
+    guarded_replay_floor_vs_powertools_durable_replay: ratio('guarded_replay_floor', 'powertools_durable_replay'),
     floor_per_s: perSec('floor'),
     fresh_vs_floor: ratio('fresh', 'floor'),
     fresh_floor_per_s: perSec('fresh_floor'),
