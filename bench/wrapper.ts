@@ -1062,6 +1062,7 @@ function report(results: Results): void {
   ratioRow('replay / powertools_replay', 'replay', 'powertools_replay');
   ratioRow('fresh / powertools_durable', 'fresh', 'powertools_durable');
   ratioRow('replay / powertools_durable_replay', 'replay', 'powertools_durable_replay');
+  ratioRow('floor / powertools_durable', 'floor', 'powertools_durable');
   ratioRow('guarded fresh floor / powertools_durable', 'guarded_fresh_floor', 'powertools_durable');
   ratioRow('guarded replay floor / powertools_durable_replay', 'guarded_replay_floor', 'powertools_durable_replay');
   ratioRow('fresh durable / fresh (fill timed)', 'fresh_durable', 'fresh_enqueued');
@@ -1162,6 +1163,7 @@ function summary(results: Results): Record<string, unknown> {
     powertools_durable_replay_per_s: perSec('powertools_durable_replay'),
     fresh_vs_powertools_durable: ratio('fresh', 'powertools_durable'),
     replay_vs_powertools_durable_replay: ratio('replay', 'powertools_durable_replay'),
+    floor_vs_powertools_durable: ratio('floor', 'powertools_durable'),
     guarded_fresh_floor_vs_powertools_durable: ratio('guarded_fresh_floor', 'powertools_durable'),
     guarded_replay_floor_vs_powertools_durable_replay: ratio('guarded_replay_floor', 'powertools_durable_replay'),
     floor_per_s: perSec('floor'),
