@@ -405,7 +405,7 @@ try {
   const on = rounds.on.map((x) => x.perSecond);
   const off = rounds.off.map((x) => x.perSecond);
   const floor = rounds.floor.map((x) => x.perSecond);
-  // Each round's on/off pair ran back to back: the median of the rounds' overheads, as the other
+  // Each round ran its modes back to back: the median of the rounds' overheads, as the other
   // benches take per-round ratios (a round that a checkpoint or a neighbour slowed counts once).
   const overhead = 1 - median(perRoundRatios(on, off));
   const overheadOfMedians = 1 - median(on) / median(off);

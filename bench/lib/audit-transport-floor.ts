@@ -54,7 +54,11 @@ export class AuditTransportFloor {
         for (const w of waiters) w();
       });
     this.inFlight.add(p);
-    void p.finally(() => this.inFlight.delete(p));
+    // Settled here either way; a rejection reaches close(), which awaits `p` itself.
+    p.then(
+      () => this.inFlight.delete(p),
+      () => {},
+    );
   }
 
   /** Sends what is buffered and waits for every batch in flight (a failed add rejects here). */
