@@ -51,9 +51,10 @@
  *   ledger's synchronous Postgres commit: every write fsynced to the AOF before Redis replies.
  *   The queue stays on the shared Redis; the Redis commands and CPU per job count both servers.
  *   `fresh / powertools_durable` and `replay / powertools_durable_replay` compare the wrapper
- *   with Powertools at equal durability, and the guarded floors' ratios to them say whether any
- *   design with the ledger's guarantees on this Postgres could be ahead of it. Without `redis-server` on the PATH (or at
- *   BENCH_REDIS_SERVER) the unit is skipped (a line on stderr says so);
+ *   with Powertools at equal durability; the write floor's and the guarded floors' ratios to them
+ *   say whether a bare durable write, and any design with the ledger's guarantees, could be ahead
+ *   of it on this machine. Without `redis-server` on the PATH (or at BENCH_REDIS_SERVER) the unit
+ *   is skipped (a line on stderr says so);
  * - fresh: `withIdempotency`, every key new (claim, run, complete);
  * - replay: `withIdempotency`, every key already completed (the same operations enqueued again
  *   as new jobs): served from the ledger, the side effect never runs.
