@@ -23,11 +23,7 @@ const LEVEL = 1;
 /** A payload that inflates beyond this is refused (a batch of 500 ~1 KB events is ~0.5 MB). */
 const MAX_INFLATED_BYTES = 64 * 1024 * 1024;
 
-/** Job options of an audit batch: the id is derived from the events, so a re-sent batch is absorbed. */
-export function auditJobOptions(events: readonly AuditEvent[]) {
-  return jobOptionsOf(events.map((e) => e.eventId));
-}
-
+/** Job options of an audit batch: the id is derived from its events' ids, so a re-sent batch is absorbed. */
 const jobOptionsOf = (eventIds: readonly string[]) =>
   ({
     jobId: `audit_${sha256(eventIds.join(','), 'base64url')}`,
@@ -88,14 +84,8 @@ export class BatchBytes {
    * `JSON.stringify` refuses.
    */
   add(event: AuditEvent): { added: number } | { oversized: number } | { unserialisable: true } {
-    let text: string | undefined;
-    try {
-      text = JSON.stringify(event);
-    } catch {
-      return { unserialisable: true };
-    }
-    // JSON.stringify answers undefined for what it cannot write as a value (a toJSON that returns nothing).
-    if (typeof text !== 'string') return { unserialisable: true };
+    const text = eventJson(event);
+    if (text === undefined) return { unserialisable: true };
     // Longer in UTF-16 units than the limit in bytes: over it, whatever its characters.
     if (text.length > this.maxEventBytes) return { oversized: Buffer.byteLength(text) };
     const start = this.ids.length > 0 ? this.at + 1 : this.at;
@@ -129,9 +119,18 @@ export class BatchBytes {
 
 /** The size in UTF-8 bytes of `event`'s JSON, or undefined when `JSON.stringify` refuses it. */
 export function eventBytes(event: AuditEvent): number | undefined {
+  const text = eventJson(event);
+  return text === undefined ? undefined : Buffer.byteLength(text);
+}
+
+/**
+ * `event`'s JSON text, or undefined when `JSON.stringify` throws (a bigint, a cycle, a throwing
+ * `toJSON` or getter, nesting past the stack) or answers nothing (a `toJSON` that returns nothing).
+ */
+function eventJson(event: AuditEvent): string | undefined {
   try {
     const text = JSON.stringify(event);
-    return typeof text === 'string' ? Buffer.byteLength(text) : undefined;
+    return typeof text === 'string' ? text : undefined;
   } catch {
     return undefined;
   }
