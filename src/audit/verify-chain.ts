@@ -87,8 +87,13 @@ type Row = {
   columns: Record<string, unknown>;
 };
 
-/** Rows read at a time: a day's chains are walked page by page, in chain order. */
+/** Rows fetched at a time: a day's chains are walked page by page, in chain order. */
 const PAGE = 5000;
+/**
+ * The walk's cursor. Held (`with hold`), so that it also reads through a connection outside a
+ * transaction; closed when the day is walked, or the walk fails.
+ */
+const CURSOR = 'bqi_verify_walk';
 
 /**
  * Walks every chain of the schema's audit trail (a day at a time, in chain order) and recomputes
@@ -162,7 +167,7 @@ async function walkChains(db: SqlRunner, s: string, options: VerifyOptions): Pro
   const problems: ChainProblem[] = [];
   let events = 0;
   const seen = new Set<string>();
-  const select = pageSql(s);
+  const select = daySql(s);
   for (const day of days) {
     const lost = new LostIds(db, s, day);
     const walkerOf = (slot: number) => {
@@ -172,32 +177,39 @@ async function walkChains(db: SqlRunner, s: string, options: VerifyOptions): Pro
     };
     const walked = new Set<number>();
     let walk: ChainWalk | undefined;
-    let after: [number, string, string] = [-2, '-2', ''];
-    for (;;) {
-      const rows = (await db.query(select, [day, ...after, PAGE])).rows.map(toRow);
-      for (const r of rows) {
-        events++;
-        if (r.slot === null) {
-          problems.push({
-            kind: 'inserted',
-            chain: `${day}/-`,
-            seq: null,
-            eventId: r.eventId,
-            message: 'stored outside every chain',
-          });
-          continue;
+    // The day in chain order, read and sorted once, then fetched a page at a time (no index
+    // gives the chain order: a query per page would read and sort the whole day again each time).
+    await db.query(`declare ${CURSOR} no scroll cursor with hold for ${select}`, [day]);
+    try {
+      for (;;) {
+        const rows = (await db.query(`fetch forward ${PAGE} from ${CURSOR}`)).rows.map(toRow);
+        for (const r of rows) {
+          events++;
+          if (r.slot === null) {
+            problems.push({
+              kind: 'inserted',
+              chain: `${day}/-`,
+              seq: null,
+              eventId: r.eventId,
+              message: 'stored outside every chain',
+            });
+            continue;
+          }
+          if (walk?.slot !== r.slot) {
+            await walk?.finish();
+            walked.add(r.slot);
+            walk = walkerOf(r.slot);
+          }
+          await walk.step(r);
         }
-        if (walk?.slot !== r.slot) {
-          await walk?.finish();
-          walked.add(r.slot);
-          walk = walkerOf(r.slot);
-        }
-        await walk.step(r);
+        if (rows.length < PAGE) break;
       }
-      const last = rows.at(-1);
-      if (!last || rows.length < PAGE) break;
-      after = [last.slot ?? -1, last.seq ?? '-1', last.eventId];
+    } catch (err) {
+      // The walk's own error is the answer, not a close in a transaction that error aborted.
+      await db.query(`close ${CURSOR}`).catch(() => {});
+      throw err;
     }
+    await db.query(`close ${CURSOR}`);
     await walk?.finish();
     // Chains whose head is recorded but none of whose events is left.
     const empty = [...heads.keys()]
@@ -216,18 +228,20 @@ async function walkChains(db: SqlRunner, s: string, options: VerifyOptions): Pro
   return { ok: problems.length === 0, chains: seen.size, events, problems };
 }
 
-/** One page of a day's events in chain order (outside every chain first), after the place `$2..$4`. */
-function pageSql(s: string): string {
+/**
+ * A day's events in chain order (those outside every chain first). The order's keys lead the
+ * row, so that sorting compares them without stepping over the row's texts before them.
+ */
+function daySql(s: string): string {
   const columns = COLUMNS.filter(([c]) => c !== 'created_at')
     .map(([c, f]) => `${c === 'redaction' ? receiptSql(s, 'e') : `e.${c}`} as "c.${f}"`)
     .join(', ');
-  return `select e.chain_slot as slot, e.chain_seq as seq, e.event_id as "eventId", e.chain_digest as link,
+  return `select coalesce(e.chain_slot, -1) as place_slot, coalesce(e.chain_seq, -1) as place_seq,
+            e.event_id as "eventId", e.chain_slot as slot, e.chain_seq as seq, e.chain_digest as link,
             e.chain_link as "batchLink", e.chain_v as v, ${storedDigestSql('e')} as d, ${microsTextSql('e')} as micros, ${columns}
      from ${s}.audit_events e
      where e.created_at >= ($1::timestamp at time zone 'UTC') and e.created_at < (($1::timestamp + interval '1 day') at time zone 'UTC')
-       and (coalesce(e.chain_slot, -1), coalesce(e.chain_seq, -1), e.event_id) > ($2::int, $3::int8, $4::text)
-     order by coalesce(e.chain_slot, -1), coalesce(e.chain_seq, -1), e.event_id
-     limit $5`;
+     order by 1, 2, 3`;
 }
 
 function toRow(r: Record<string, unknown>): Row {
