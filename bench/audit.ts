@@ -18,7 +18,9 @@
  * BENCH_ROUNDS (the wrapper rounds), BENCH_CPU_PROFILE=dir (profiles the writer process),
  * BENCH_AUDIT_ONLY=pipeline (the pipeline alone: no redaction figure, no wrapper rounds),
  * BENCH_AUDIT_CHAIN=off (the writer stores events without the hash chain, bench/lib/unchained-store.ts,
- * to measure what the chain costs: alternate runs with and without it; verify is then skipped).
+ * to measure what the chain costs: alternate runs with and without it; verify is then skipped),
+ * BENCH_AUDIT_TAG=off (the emitters' batches carry no tag, so the writer redacts every event
+ * again: src/audit/batch-tag.ts; the writer holds the bench's policy, bench/lib/writer-policy.ts).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -30,14 +32,14 @@ import pg from 'pg';
 import { z } from 'zod';
 import { type AuditEvent, eventIdFor } from '../src/audit/audit-event.js';
 import { decodeAuditBatch } from '../src/audit/batch-codec.js';
-import { AuditEmitter } from '../src/audit/emitter.js';
+import { AuditEmitter, type AuditRedactor } from '../src/audit/emitter.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
 import { verifyAuditChains } from '../src/audit/verify-chain.js';
 import { migrate, PostgresLedger } from '../src/entries/ledger.js';
 import { defineKeyring, defineOperation, withIdempotency } from '../src/index.js';
-import { defineRedactionPolicy } from '../src/redaction/define-policy.js';
 import { benchToolEvent } from '../test/helpers/audit-sample.js';
 import { AuditTransportFloor } from './lib/audit-transport-floor.js';
+import { benchPolicy } from './lib/bench-policy.js';
 import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
@@ -90,11 +92,16 @@ async function backendPids(pool: pg.Pool): Promise<number[]> {
   );
 }
 
-const policy = defineRedactionPolicy({
-  version: 'bench-1',
-  hmacKeys: [{ id: 'k1', secret: randomBytes(32) }],
-  details: { 'tool.search': ['query', 'results', 'user'] },
-});
+const policySecret = randomBytes(32);
+const policy = benchPolicy(policySecret);
+/**
+ * `BENCH_AUDIT_TAG=off`: the emitters redact through a function of the bench's own (the same
+ * redaction), so their batches carry no tag and the writer redacts every event again, as it does
+ * for any untagged batch (src/audit/batch-tag.ts).
+ */
+const TAGGED = process.env.BENCH_AUDIT_TAG !== 'off';
+const redactor = auditRedactor(policy);
+const emitterRedact: AuditRedactor = TAGGED ? redactor : (e) => redactor(e);
 
 function redactionPerSecond(): number {
   const out = execFileSync(
@@ -122,6 +129,8 @@ async function startWriterProcess(): Promise<ChildProcess> {
       '--import',
       'tsx',
       ...(CHAINED ? [] : ['--import', fileURLToPath(new URL('./lib/unchained-store.ts', import.meta.url))]),
+      '--import',
+      fileURLToPath(new URL('./lib/writer-policy.ts', import.meta.url)),
       fileURLToPath(new URL('../jobs/main.ts', import.meta.url)),
     ],
     {
@@ -134,6 +143,7 @@ async function startWriterProcess(): Promise<ChildProcess> {
         BQI_PREFIX: prefix,
         BQI_AUDIT_QUEUE: 'audit',
         LOG_LEVEL: 'info',
+        BENCH_AUDIT_POLICY_KEY: policySecret.toString('hex'),
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
@@ -204,7 +214,7 @@ async function pipeline(
     queue,
     pool,
     schema,
-    redact: auditRedactor(policy),
+    redact: emitterRedact,
     maxBatch: 500,
     maxBuffered: 50_000,
   });
@@ -306,7 +316,7 @@ async function wrapperRound(
   const auditQueue = new Queue(`audit-${name}`, { connection, prefix });
   const emitter =
     mode === 'on'
-      ? new AuditEmitter({ queue: auditQueue, pool, schema, redact: auditRedactor(policy) })
+      ? new AuditEmitter({ queue: auditQueue, pool, schema, redact: emitterRedact })
       : mode === 'floor'
         ? new AuditTransportFloor(auditQueue)
         : undefined;
@@ -450,6 +460,7 @@ try {
   );
   jsonLine('audit', {
     chain: CHAINED,
+    tagged: TAGGED,
     redaction_per_s: PIPELINE_ONLY ? null : Math.round(redaction),
     pipeline_per_s: Math.round(pipe.perSecond),
     lag_p50_ms: Math.round(pipe.p50),

@@ -9,6 +9,8 @@ import { IdempotencyConfigError } from '../errors/errors.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { engineOf } from '../redaction/policy-engine.js';
 import { type AuditEvent, auditEventSchema } from './audit-event.js';
+import type { AuditBatchData } from './batch-codec.js';
+import { batchTagHolds } from './batch-tag.js';
 import { CHAIN_HEAD_MISSING } from './chain-sql.js';
 import { isAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
@@ -111,16 +113,19 @@ export class AuditStore {
    * Validates and writes a batch; invalid events are dead-lettered.
    * @param json the batch's JSON text, when `raw` was parsed from it (the writer's case): if every
    * event passes as it is, the text goes to Postgres without being serialised again.
+   * @param redacted the batch's events were redacted by an emitter under this store's policy: its
+   * tag holds ({@link trustsBatch}); each event is still checked, but not redacted again.
    */
-  async writeBatch(raw: unknown[], json?: string): Promise<WriteBatchResult> {
+  async writeBatch(raw: unknown[], json?: string, redacted = false): Promise<WriteBatchResult> {
     const valid: AuditEvent[] = [];
     const invalid: DeadLetter[] = [];
     let asIs = json !== undefined;
     for (const e of raw) {
       if (isAuditEvent(e)) {
         // Every event is held to the emitters' policy here, whoever produced it (an emitter, the
-        // backfill, the CLI): fields to their grammars, details redacted; usually a no-op.
-        const structured = this.structure(e);
+        // backfill, the CLI): fields to their grammars, details redacted; usually a no-op, and
+        // skipped for a batch an emitter of this policy tagged.
+        const structured = redacted ? e : this.structure(e);
         if (structured !== e) asIs = false;
         valid.push(structured);
         continue;
@@ -166,6 +171,16 @@ export class AuditStore {
       );
     }
     return { inserted, duplicates: valid.length - inserted - refused(invalid), deadLettered: invalid.length };
+  }
+
+  /**
+   * True when an audit job's data carries a tag that holds under this store's policy (batch-tag.ts)
+   * for `events` decoded events: an emitter with this policy and its key redacted them.
+   */
+  trustsBatch(data: unknown, events: number): boolean {
+    const d = data as Partial<AuditBatchData> | null | undefined;
+    if (typeof d !== 'object' || d === null || typeof d.payload !== 'string' || d.count !== events) return false;
+    return batchTagHolds(this.policy, d.tag, events, d.payload);
   }
 
   /**

@@ -11,7 +11,16 @@ export const AUDIT_JOB_NAME = 'audit-batch';
  * their field names and most values, so a batch shrinks about eightfold, and Redis, the emitter
  * and the writer move an eighth of the bytes. `{ events: [...] }` (plain) is read too.
  */
-export type AuditBatchData = { encoding: 'deflate-raw'; count: number; payload: string };
+export type AuditBatchData = {
+  encoding: 'deflate-raw';
+  count: number;
+  payload: string;
+  /** The emitter's tag of the batch (batch-tag.ts), when its events were redacted by the library. */
+  tag?: string;
+};
+
+/** Tags a batch's payload (batch-tag.ts), or answers undefined. */
+export type BatchTagger = (count: number, payload: string) => string | undefined;
 
 /** A batch decoded by the writer: the events, and their JSON text as it was encoded. */
 export type DecodedAuditBatch = { events: unknown[]; json?: string };
@@ -46,13 +55,15 @@ export async function auditBatchJob(events: readonly AuditEvent[], json: string 
 }
 
 /** The audit job of the batch a {@link BatchBytes} holds: its events' ids and their JSON array's bytes. */
-export function auditBatchJobOf(batch: { eventIds: readonly string[]; json: Buffer }) {
-  return jobOf(batch.eventIds, batch.json);
+export function auditBatchJobOf(batch: { eventIds: readonly string[]; json: Buffer }, tagger?: BatchTagger) {
+  return jobOf(batch.eventIds, batch.json, tagger);
 }
 
-async function jobOf(eventIds: readonly string[], json: string | Buffer) {
+async function jobOf(eventIds: readonly string[], json: string | Buffer, tagger?: BatchTagger) {
   const payload = (await deflate(json, { level: LEVEL })).toString('base64');
   const data: AuditBatchData = { encoding: 'deflate-raw', count: eventIds.length, payload };
+  const tag = tagger?.(eventIds.length, payload);
+  if (tag !== undefined) data.tag = tag;
   return { name: AUDIT_JOB_NAME, data, opts: jobOptionsOf(eventIds) };
 }
 

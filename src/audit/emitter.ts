@@ -9,14 +9,15 @@ import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/def
 import type { Logger } from '../shared/logger.js';
 import type { WrapperEvent } from '../shared/wrapper-event.js';
 import type { AuditEvent } from './audit-event.js';
-import { auditBatchJobOf, BatchBytes, eventBytes } from './batch-codec.js';
+import { auditBatchJobOf, BatchBytes, type BatchTagger, eventBytes } from './batch-codec.js';
+import { batchTag } from './batch-tag.js';
 import { parseAuditEvent } from './check-event.js';
 import { deadLetterEvent } from './dead-letter-event.js';
 import { type DeadLetterReason, formatReason, invalidEventReason } from './dead-letter-reason.js';
 import { auditEventFromWrapper } from './from-wrapper.js';
 import { AuditEventNotDurableError } from './not-durable-error.js';
 import { writeOutboxBatch } from './outbox.js';
-import type { AuditRedactor } from './redact-event.js';
+import { type AuditRedactor, policyOfRedactor } from './redact-event.js';
 
 export type { AuditRedactor } from './redact-event.js';
 
@@ -95,6 +96,8 @@ export class AuditEmitter {
   private readonly deadLetterTable: string;
   private readonly maxEventBytes: number;
   private readonly policy: RedactionPolicy;
+  /** Tags each batch when `redact` is the library's own redactor (batch-tag.ts). */
+  private readonly tagger: BatchTagger | undefined;
   private readonly maxBatch: number;
   private readonly maxDelayMs: number;
   private readonly maxBuffered: number;
@@ -107,6 +110,8 @@ export class AuditEmitter {
     this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
     this.batch = new BatchBytes(this.maxEventBytes);
     this.policy = opts.redactionPolicy ?? DEFAULT_REDACTION_POLICY;
+    const tagPolicy = policyOfRedactor(opts.redact);
+    this.tagger = tagPolicy ? (count, payload) => batchTag(tagPolicy, count, payload) : undefined;
     this.maxBatch = opts.maxBatch ?? 500;
     this.maxDelayMs = opts.maxDelayMs ?? 50;
     this.maxBuffered = opts.maxBuffered ?? 20_000;
@@ -242,7 +247,7 @@ export class AuditEmitter {
     this.metrics.batches++;
     const batch = this.batch.take();
     const count = batch.eventIds.length;
-    const p = auditBatchJobOf(batch)
+    const p = auditBatchJobOf(batch, this.tagger)
       .then((job) => this.opts.queue.add(job.name, job.data, job.opts))
       .then(
         () => {

@@ -234,7 +234,7 @@ export function auditRedactor(policy: RedactionPolicy): AuditRedactor {
   const engine = engineOf(policy);
   const receiptOf = () => new ReceiptBuilder(engine.version, '$', engine.limits.maxReceiptPaths);
   const grammars = grammarsFor(policy);
-  return (event: AuditEvent): AuditEvent => {
+  const redactor = (event: AuditEvent): AuditEvent => {
     const { out, receipt: fields } = structureFields(event, engine.keyring, receiptOf, grammars);
     let receipt: RedactionReceipt | undefined;
     if (event.details) {
@@ -252,6 +252,19 @@ export function auditRedactor(policy: RedactionPolicy): AuditRedactor {
     }
     return out;
   };
+  REDACTOR_POLICIES.set(redactor, policy);
+  return redactor;
+}
+
+/** The policy of each redactor {@link auditRedactor} made. */
+const REDACTOR_POLICIES = new WeakMap<AuditRedactor, RedactionPolicy>();
+
+/**
+ * The policy `redact` redacts by, when it is the library's own {@link auditRedactor}; undefined
+ * for any other function (its batches are not tagged: batch-tag.ts).
+ */
+export function policyOfRedactor(redact: AuditRedactor): RedactionPolicy | undefined {
+  return REDACTOR_POLICIES.get(redact);
 }
 
 /**

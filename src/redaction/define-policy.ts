@@ -14,6 +14,7 @@ import {
 import { type FieldRule, NameMatcher } from './name-matcher.js';
 import { normalizeName } from './normalize-name.js';
 import { attachEngine, engineOf, type RedactionLimits } from './policy-engine.js';
+import { policyFingerprint } from './policy-fingerprint.js';
 import { type RedactionPolicyInput, redactionPolicySchema } from './policy-schema.js';
 
 /**
@@ -101,6 +102,7 @@ export function defineRedactionPolicy(input: RedactionPolicyInput): RedactionPol
     details,
     limits: { ...p.limits },
     keys: new Map(),
+    fingerprint: policyFingerprint(p),
   });
   return policy;
 }
@@ -115,7 +117,8 @@ export function withValueScanner(policy: RedactionPolicy, scanner: ValueScanner)
   const scanning = policyScanner(engine.ownScanners, [], scanner);
   const replaced: RedactionPolicy = Object.freeze({ ...policy, scanners: Object.freeze([...scanning.ids]) });
   attachIdentifierFormats(replaced, identifierFormatsOf(policy));
-  attachEngine(replaced, { ...engine, scanner: scanning.scanner, keys: new Map() });
+  // A replaced scanner's code is not part of the definition: the policy has no fingerprint.
+  attachEngine(replaced, { ...engine, scanner: scanning.scanner, keys: new Map(), fingerprint: undefined });
   return replaced;
 }
 

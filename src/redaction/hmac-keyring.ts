@@ -4,8 +4,11 @@ import { sha256 } from '../fingerprint/sha256.js';
 /** An HMAC key as configured: an id recorded in every reference, and at least 32 bytes of secret. */
 export type HmacKeyInput = { id: string; secret: string | Uint8Array };
 
-/** Which kind of reference: `hmac:` (identifiers, content hashes) or the shorter opaque `ref:`. */
-export type RefDomain = 'identifier' | 'credential_ref' | 'content';
+/**
+ * What a MAC is of: an identifier, a credential reference, content, or an audit batch's tag
+ * (batch-tag.ts; never a reference).
+ */
+export type RefDomain = 'identifier' | 'credential_ref' | 'content' | 'audit_batch';
 
 type RefKind = 'hmac' | 'ref';
 

@@ -46,6 +46,12 @@ export type PolicyEngine = {
   limits: RedactionLimits;
   /** Distinct object keys seen so far; keys repeat across events, so this is almost always a hit. */
   keys: Map<string, KeyInfo>;
+  /**
+   * What the policy does, as a digest of its definition (policy-fingerprint.ts): two processes
+   * whose policies have the same fingerprint redact an event alike. Undefined for a policy whose
+   * definition is not all known (one with a replaced value scanner).
+   */
+  fingerprint: string | undefined;
 };
 
 const ENGINES = new WeakMap<object, PolicyEngine>();
