@@ -7,7 +7,7 @@ import { engineOf } from '../redaction/policy-engine.js';
  * policy's fingerprint (policy-fingerprint.ts), the batch's event count and its payload as sent.
  *
  * The writer holds every event to the policy again before Postgres, whoever made it
- * (`storeRedactor`): that costs about a quarter of its CPU, and for an emitter's batch it changes
+ * (`storeRedactor`): that costs about a fifth of its CPU, and for an emitter's batch it changes
  * nothing (the emitter's redaction is a fixed point of the writer's). An emitter that redacts with
  * the library's own `auditRedactor` tags its batches; a writer whose policy has the same
  * fingerprint and key, and for which the tag holds, checks each event (`isAuditEvent`) and
