@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ConnectionFlags } from '../config/env.js';
 import { ERROR_CODES } from '../errors/idempotency-error.js';
 import { DURATION_FORMS, parseDurationText } from '../operation/duration.js';
+import { packageVersion } from '../shared/package-version.js';
 import { defaultActor, MAX_ACTOR_LENGTH } from './actor.js';
 import { withoutArgumentValues } from './argument-echo.js';
 import { registerOperatorCommands } from './commands/operators.js';
@@ -63,19 +63,6 @@ function parseActorArg(text: string): string {
     throw new InvalidArgumentError(`expected 1 to ${MAX_ACTOR_LENGTH} printable characters.`);
   }
   return actor;
-}
-
-function packageVersion(): string {
-  // src/cli (tsx) or dist/src/cli (built): the package root is two or three levels up.
-  for (const up of ['../../package.json', '../../../package.json']) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'bullmq-idempotency' && pkg.version) return pkg.version;
-    } catch {
-      // try the next level
-    }
-  }
-  return '0.0.0';
 }
 
 const KEY_HELP = 'the bounded key (ctx.idempotencyKey: namespace:resourceKey:version, percent-encoded parts)';

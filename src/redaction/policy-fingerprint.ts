@@ -1,17 +1,19 @@
 import { sha256 } from '../fingerprint/sha256.js';
+import { packageVersion } from '../shared/package-version.js';
 import type { RedactionPolicyInput } from './policy-schema.js';
 
 /**
  * The version of what redaction does with a policy, in the library's code: raise it when a change
  * to the redaction of events (the emitter's or the writer's) would redact an event differently
  * under the same policy, so that a writer of the new code does not take an older emitter's work
- * as its own (see batch-tag.ts).
+ * as its own (see batch-tag.ts). The library's version is part of the fingerprint too: processes
+ * of two releases never share one.
  */
 const REDACTION_CODE_VERSION = 1;
 
 /**
- * A digest of a policy's definition, as `defineRedactionPolicy` parsed it (defaults applied): its
- * version, rules, allow-lists, limits, scanners and identifier formats, with regular expressions
+ * A digest of a policy's definition, as `defineRedactionPolicy` parsed it (defaults applied), and of
+ * the library's release: the policy's version, rules, allow-lists, limits, scanners and identifier formats, with regular expressions
  * by their source and flags and functions (identifier predicates, scanners) by their code. The
  * HMAC keys enter by their ids only: their secrets never enter the text. Undefined when the
  * definition cannot be described (a cycle, a depth past 64).
@@ -24,7 +26,7 @@ export function policyFingerprint(parsed: unknown): string | undefined {
   const p = parsed as RedactionPolicyInput;
   try {
     const text = describe(
-      { code: REDACTION_CODE_VERSION, ...p, hmacKeys: (p.hmacKeys ?? []).map((k) => k.id) },
+      { code: REDACTION_CODE_VERSION, library: packageVersion(), ...p, hmacKeys: (p.hmacKeys ?? []).map((k) => k.id) },
       0,
       new Set(),
     );
