@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { RedactionPolicy } from '../redaction/define-policy.js';
-import { engineOf } from '../redaction/policy-engine.js';
+import { engineOf, type PolicyEngine } from '../redaction/policy-engine.js';
 
 /**
  * An audit batch's tag: `<keyId>.<base64url HMAC-SHA-256>` under the policy's current key, of the
@@ -21,7 +21,7 @@ export function batchTag(policy: RedactionPolicy, count: number, payload: string
   const engine = engineOf(policy);
   if (engine.fingerprint === undefined) return undefined;
   const keyId = engine.keyring.currentId;
-  return `${keyId}.${macOf(policy, keyId, count, payload)}`;
+  return `${keyId}.${macOf(engine, keyId, count, payload)}`;
 }
 
 /** True when `tag` is the tag of this batch (`count` events, `payload`) under `policy`. */
@@ -32,12 +32,11 @@ export function batchTagHolds(policy: RedactionPolicy, tag: unknown, count: numb
   const dot = tag.lastIndexOf('.');
   const keyId = tag.slice(0, dot);
   if (dot < 1 || !engine.keyring.ids.includes(keyId)) return false;
-  const want = Buffer.from(macOf(policy, keyId, count, payload));
+  const want = Buffer.from(macOf(engine, keyId, count, payload));
   const got = Buffer.from(tag.slice(dot + 1));
   return want.length === got.length && timingSafeEqual(want, got);
 }
 
-function macOf(policy: RedactionPolicy, keyId: string, count: number, payload: string): string {
-  const engine = engineOf(policy);
+function macOf(engine: PolicyEngine, keyId: string, count: number, payload: string): string {
   return engine.keyring.digest('audit_batch', `${engine.fingerprint}\0${count}\0${payload}`, keyId);
 }

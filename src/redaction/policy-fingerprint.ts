@@ -12,11 +12,12 @@ import type { RedactionPolicyInput } from './policy-schema.js';
 const REDACTION_CODE_VERSION = 1;
 
 /**
- * A digest of a policy's definition, as `defineRedactionPolicy` parsed it (defaults applied), and of
- * the library's release: the policy's version, rules, allow-lists, limits, scanners and identifier formats, with regular expressions
- * by their source and flags and functions (identifier predicates, scanners) by their code. The
- * HMAC keys enter by their ids only: their secrets never enter the text. Undefined when the
- * definition cannot be described (a cycle, a depth past 64).
+ * A digest of a policy's definition, as `defineRedactionPolicy` parsed it (defaults applied), and
+ * of the library's release: the policy's version, rules, allow-lists, limits, scanners and
+ * identifier formats, with regular expressions by their source and flags and functions
+ * (identifier predicates, scanners) by their code. The HMAC keys enter by their ids only: their
+ * secrets never enter the text. Undefined when the definition cannot be described (a cycle, a
+ * depth past 64).
  *
  * What a function closes over is not its code: two predicates of the same text reading different
  * data have the same fingerprint. Policies are the deployment's own code, and a batch tag also
