@@ -91,7 +91,8 @@ function grammarsOf(formats: CompiledIdentifierFormats): readonly [TextField, Gr
     ['reasonCode', remembered((v) => isCode(v) || (formats.declared && formats.matches('reasonCode', v)))],
     ['taskId', id('taskId', 200)],
     ['stepId', id('stepId', 200)],
-    ['operationId', remembered((v) => isFieldIdentifier('operationId', v, 255, formats) || isLibraryKey(v, true))],
+    // The key form first: the event's resourceId, checked just before, has remembered it.
+    ['operationId', remembered((v) => isLibraryKey(v, true) || isFieldIdentifier('operationId', v, 255, formats))],
     ['operation', id('operation', 200)],
     [
       'jobId',
