@@ -5,6 +5,7 @@ import type { CliConfig } from '../config/env.js';
 import { ConfigError } from '../config/errors.js';
 import { checkRedis, connectPostgres, openRedis, type RedisConnection } from '../config/services.js';
 import type { PostgresLedger } from '../ledger/postgres-ledger.js';
+import type { RedactionPolicy } from '../redaction/define-policy.js';
 import type { Keyring } from '../sealing/keyring.js';
 
 // Heavy modules (bullmq, pg, kysely, zod) are imported on use, so `--help` and usage errors
@@ -45,6 +46,7 @@ const HINTS = {
  */
 export class CliContext {
   private poolP: Promise<pg.Pool> | undefined;
+  private policyP: Promise<RedactionPolicy> | undefined;
   private redisP: Promise<RedisConnection> | undefined;
   private readonly queues: Queue[] = [];
   /** Audit stores made for commands, closed (their background statistics checks awaited) before the pool ends. */
@@ -99,11 +101,18 @@ export class CliContext {
     });
   }
 
+  /**
+   * The trail's policy: the rules of `BQI_REDACTION` or the built-in ones, with the keyring's ref
+   * keys, so what the CLI writes (operator events) and looks up matches the workers' refs.
+   */
+  auditPolicy(): Promise<RedactionPolicy> {
+    this.policyP ??= import('../config/redaction-module.js').then((m) => m.configuredAuditPolicy(this.config));
+    return this.policyP;
+  }
+
   async store(): Promise<AuditStore> {
     const { AuditStore } = await import('../audit/audit-store.js');
-    const { auditPolicyFor } = await import('../config/audit-policy.js');
-    // The keyring's ref keys: what the store writes (operator events) matches the workers' refs.
-    const store = new AuditStore(await this.pool(), this.schema, auditPolicyFor(this.config.keyring), {
+    const store = new AuditStore(await this.pool(), this.schema, await this.auditPolicy(), {
       preparedStatements: this.config.preparedStatements,
     });
     this.stores.push(store);

@@ -173,6 +173,7 @@ export const fields = {
   BQI_OPERATOR_JWT_NAMESPACES_CLAIM: z.string().max(100).optional(),
   BQI_OPERATOR_JWT_NAMESPACE_PREFIX: z.string().max(100).optional(),
   BQI_OPERATOR_JWT_ALGORITHMS: z.string().max(200).optional(),
+  BQI_REDACTION: z.string().max(4096, 'must be a file path of at most 4096 characters').optional(),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
   BQI_PREPARED_STATEMENTS: z
     .enum(['true', 'false', '1', '0'], { error: 'must be true or false' })

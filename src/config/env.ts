@@ -89,10 +89,17 @@ export type Config = {
    * per-process key is used: still safe, but those references join nothing.
    */
   keyring?: Keyring;
+  /**
+   * `BQI_REDACTION`: a module (`.js`, `.mjs`, `.cjs`) or `.json` file, relative to the working
+   * directory, whose `redaction` or default export is the trail's redaction policy, as the
+   * runtime's `audit.redaction` takes it (docs/audit.md#one-policy-in-every-process). Needs
+   * `BQI_KEYRING`. Unset: the built-in rules.
+   */
+  redactionModule?: string;
 };
 
 /** What the CLI reads: the URLs are required only by the commands that use them. */
-export type CliConfig = Pick<Config, 'schema' | 'prefix' | 'auditQueue' | 'preparedStatements'> & {
+export type CliConfig = Pick<Config, 'schema' | 'prefix' | 'auditQueue' | 'preparedStatements' | 'redactionModule'> & {
   databaseUrl?: string;
   redisUrl?: string;
   /**
@@ -118,6 +125,7 @@ const cliSchema = z.object({
   BQI_AUDIT_QUEUE: fields.BQI_AUDIT_QUEUE,
   BQI_PREPARED_STATEMENTS: fields.BQI_PREPARED_STATEMENTS,
   BQI_KEYRING: keyringSpec.optional(),
+  BQI_REDACTION: fields.BQI_REDACTION,
 });
 
 export type Env = Record<string, string | undefined>;
@@ -181,6 +189,12 @@ function parse<S extends z.ZodObject>(
     for (const i of parsed.error.issues)
       issues.push({ variable: named(String(i.path[0] ?? '(environment)')), message: i.message });
   }
+  if (parsed.success) {
+    const { BQI_REDACTION, BQI_KEYRING } = parsed.data as { BQI_REDACTION?: string; BQI_KEYRING?: unknown };
+    if (BQI_REDACTION !== undefined && BQI_KEYRING === undefined && !issues.some((i) => i.variable === 'BQI_KEYRING')) {
+      issues.push({ variable: 'BQI_REDACTION', message: REDACTION_KEYRING_HINT });
+    }
+  }
   if (issues.length > 0 || !parsed.success) throw new ConfigError(issues);
   const { REDIS_URL, BQI_PREFIX } = parsed.data as { REDIS_URL?: string; BQI_PREFIX?: string };
   if (REDIS_URL && BQI_PREFIX !== undefined && parseRedisUrl(REDIS_URL).kind === 'cluster' && !hasHashTag(BQI_PREFIX)) {
@@ -188,6 +202,9 @@ function parse<S extends z.ZodObject>(
   }
   return parsed.data;
 }
+
+const REDACTION_KEYRING_HINT =
+  "needs BQI_KEYRING: the policy is keyed from the keyring, so its references match the workers' ones";
 
 const CLUSTER_PREFIX_HINT =
   'must hold a hash tag on Redis Cluster (REDIS_URL names cluster nodes), e.g. BQI_PREFIX={bull}: ' +
@@ -217,6 +234,7 @@ export function loadConfig(env: Env = process.env, flags: ConnectionFlags = {}):
     preparedStatements: e.BQI_PREPARED_STATEMENTS,
     logLevel: e.LOG_LEVEL,
     ...(e.BQI_KEYRING ? { keyring: e.BQI_KEYRING } : {}),
+    ...(e.BQI_REDACTION ? { redactionModule: e.BQI_REDACTION } : {}),
   };
 }
 
@@ -234,5 +252,6 @@ export function loadCliConfig(env: Env = process.env, flags: ConnectionFlags = {
     ...(e.DATABASE_URL ? { databaseUrl: e.DATABASE_URL } : {}),
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     ...(e.BQI_KEYRING ? { keyring: e.BQI_KEYRING } : {}),
+    ...(e.BQI_REDACTION ? { redactionModule: e.BQI_REDACTION } : {}),
   };
 }

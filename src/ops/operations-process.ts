@@ -6,8 +6,9 @@ import type { WriteBatchResult } from '../audit/audit-store.js';
 import { AuditEmitter, type AuditRedactor } from '../audit/emitter.js';
 import { auditRedactor } from '../audit/redact-event.js';
 import { redriveFailedAuditBatches } from '../audit/redrive-failed.js';
-import { auditPolicyFor } from '../config/audit-policy.js';
+import type { AuditRedaction } from '../config/audit-policy.js';
 import { type Config, describeUrl } from '../config/env.js';
+import { configuredAuditPolicy } from '../config/redaction-module.js';
 import { describeRedisUrl } from '../config/redis-url.js';
 import { openRedis, type RedisConnection } from '../config/services.js';
 import type { ConsoleOptions } from '../console/console-handler.js';
@@ -101,6 +102,15 @@ export type OperationsProcessOptions = {
    * resolved result, the public origin behind a proxy). @defaultValue `BQI_CONSOLE=on`
    */
   console?: boolean | Pick<ConsoleOptions, 'decrypt' | 'operations' | 'origins' | 'sessionIdleMs'>;
+  /**
+   * The trail's redaction rules, as the workers' runtime takes them (`audit.redaction`): their
+   * input without `hmacKeys`, or a compiled policy keyed from `config.keyring`, which they need.
+   * The writer redacts by them what no emitter did, the relay's events are redacted by them, and
+   * the batches of workers that hold the same rules are stored without a second pass
+   * (docs/audit.md#one-policy-in-every-process). @defaultValue the rules of `config.redactionModule`
+   * (`BQI_REDACTION`), else the built-in ones
+   */
+  redaction?: AuditRedaction;
 };
 
 // The emitter here carries only the sweeper's summary events (counts, no payloads). The
@@ -123,6 +133,8 @@ export async function startOperationsProcess(
 ): Promise<OperationsProcess> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const checkMs = options.startCheckTimeoutMs ?? START_CHECK_TIMEOUT_MS;
+  // Loaded before any connection: rules that cannot be used stop the start as bad configuration.
+  const auditPolicy = await configuredAuditPolicy(config, options.redaction);
   const pool = await connectServices(config, checkMs, logger);
 
   // Everything opened so far, to force-close if the start fails half-way.
@@ -149,7 +161,6 @@ export async function startOperationsProcess(
     };
 
     warnOfConfiguration(config, Boolean(options.console ?? config.console), logger);
-    const auditPolicy = auditPolicyFor(config.keyring);
     const auditQueue = queue(config.auditQueue);
     const sweeperQueue = queue(DEFAULT_SWEEPER_QUEUE);
     const ledger = new PostgresLedger({

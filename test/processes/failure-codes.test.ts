@@ -210,6 +210,22 @@ describe.concurrent('the operations process: each start-up failure prints its co
       'entry 1 has no key id',
     ],
     [
+      'a redaction module that does not exist',
+      { BQI_KEYRING: `k1:base64:${randomBytes(32).toString('base64')}`, BQI_REDACTION: 'no-such-rules.mjs' },
+      [],
+      'IDEMPOTENCY_CONFIG',
+      EXIT.config,
+      'BQI_REDACTION: no such file',
+    ],
+    [
+      'a redaction module without a keyring',
+      { BQI_KEYRING: undefined, BQI_REDACTION: 'rules.mjs' },
+      [],
+      'IDEMPOTENCY_ENV_CONFIG',
+      EXIT.config,
+      'BQI_REDACTION needs BQI_KEYRING',
+    ],
+    [
       'an unmigrated schema',
       {},
       ['--schema', `${t.schema}_start`],

@@ -2,7 +2,6 @@ import { answerConfirmation, listConfirmations } from '../../confirm/answer.js';
 import type { Confirmation } from '../../confirm/types.js';
 import { confirmationView } from '../../confirm/view.js';
 import { ERROR_CODES, isIdempotencyError } from '../../errors/idempotency-error.js';
-import type { RedactionPolicy } from '../../redaction/define-policy.js';
 import { actorLabel } from '../actor.js';
 import type { CliContext } from '../context.js';
 import { CliError, EXIT } from '../errors.js';
@@ -20,7 +19,7 @@ export async function confirmationsListCommand(ctx: CliContext, opts: Confirmati
     limit: opts.limit + 1,
     ...(opts.after !== undefined ? { after: opts.after } : {}),
   });
-  const policy = await auditPolicy(ctx);
+  const policy = await ctx.auditPolicy();
   // Shown as the audit trail tells the actor: a request answered before actors were stored so, too.
   const page = rows.slice(0, opts.limit).map((c) => ({ ...c, answeredBy: confirmationView(c, policy).answeredBy }));
   const next = rows.length > opts.limit ? page.at(-1)?.id : undefined;
@@ -72,7 +71,7 @@ export async function confirmCommand(ctx: CliContext, id: string, opts: ConfirmC
   const pool = await ctx.pool();
   // Waking the parked jobs needs Redis; without REDIS_URL they find the answer at their next re-check.
   const queue = ctx.config.redisUrl ? (name: string) => ctx.queue(name) : undefined;
-  const policy = await auditPolicy(ctx);
+  const policy = await ctx.auditPolicy();
   let r: Awaited<ReturnType<typeof answerConfirmation>>;
   try {
     // --actor is the caller's say: whoever can write to the database can answer as anyone.
@@ -109,12 +108,6 @@ export async function confirmCommand(ctx: CliContext, id: string, opts: ConfirmC
       ? `${c.id} ${what} (actor ${actorLabel(opts.actor)}); audit event ${r.auditEventId}; ${r.woken} waiting job${r.woken === 1 ? '' : 's'} woken${queue ? '' : ' (REDIS_URL unset: jobs see it at their next re-check)'}`
       : `${c.id} was already ${what} by ${c.answeredBy ?? '?'} at ${c.answeredAt?.toISOString() ?? '?'}: nothing changed`,
   );
-}
-
-/** The policy of the audit store (BQI_KEYRING's ref keys): the actor's reference is the trail's. */
-async function auditPolicy(ctx: CliContext): Promise<RedactionPolicy> {
-  const { auditPolicyFor } = await import('../../config/audit-policy.js');
-  return auditPolicyFor(ctx.config.keyring);
 }
 
 function asCliError(err: unknown): CliError | undefined {

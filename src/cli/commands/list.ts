@@ -79,6 +79,5 @@ function render(rows: ListedRecord[]): string {
  */
 async function taskForms(ctx: CliContext, task: string): Promise<string[]> {
   const { identifierForms } = await import('../../audit/stored-identifier.js');
-  const { auditPolicyFor } = await import('../../config/audit-policy.js');
-  return identifierForms(task, auditPolicyFor(ctx.config.keyring));
+  return identifierForms(task, await ctx.auditPolicy());
 }
