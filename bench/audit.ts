@@ -20,7 +20,8 @@
  * BENCH_AUDIT_CHAIN=off (the writer stores events without the hash chain, bench/lib/unchained-store.ts,
  * to measure what the chain costs: alternate runs with and without it; verify is then skipped),
  * BENCH_AUDIT_TAG=off (the emitters' batches carry no tag, so the writer redacts every event
- * again: src/audit/batch-tag.ts; the writer holds the bench's policy, bench/lib/writer-policy.ts).
+ * again: src/audit/batch-tag.ts; the writer holds the bench's rules, `BQI_REDACTION`),
+ * BENCH_AUDIT_WRITER_RULES=builtin (the writer holds the built-in rules, not the bench's).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -39,7 +40,7 @@ import { migrate, PostgresLedger } from '../src/entries/ledger.js';
 import { defineKeyring, defineOperation, withIdempotency } from '../src/index.js';
 import { benchToolEvent } from '../test/helpers/audit-sample.js';
 import { AuditTransportFloor } from './lib/audit-transport-floor.js';
-import { benchPolicy } from './lib/bench-policy.js';
+import { BENCH_REDACTION_FILE, benchPolicy } from './lib/bench-policy.js';
 import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
 import { walPosition, walSince } from './lib/pg-wal.js';
@@ -92,14 +93,21 @@ async function backendPids(pool: pg.Pool): Promise<number[]> {
   );
 }
 
-const policySecret = randomBytes(32);
-const policy = benchPolicy(policySecret);
+/** The keyring of the bench's emitters and of its writer process (`BQI_KEYRING`). */
+const keyringSecret = randomBytes(32);
+const policy = benchPolicy(defineKeyring({ keys: [{ id: 'k1', secret: keyringSecret }] }));
 /**
  * `BENCH_AUDIT_TAG=off`: the emitters redact through a function of the bench's own (the same
  * redaction), so their batches carry no tag and the writer redacts every event again, as it does
  * for any untagged batch (src/audit/batch-tag.ts).
  */
 const TAGGED = process.env.BENCH_AUDIT_TAG !== 'off';
+/**
+ * `BENCH_AUDIT_WRITER_RULES=builtin`: the writer process is not given the bench's rules
+ * (`BQI_REDACTION`) and holds the built-in ones, as an operations process beside workers with
+ * rules of their own did before it could load them: the tags do not hold, every event is redacted again.
+ */
+const WRITER_BUILTIN = process.env.BENCH_AUDIT_WRITER_RULES === 'builtin';
 const redactor = auditRedactor(policy);
 const emitterRedact: AuditRedactor = TAGGED ? redactor : (e) => redactor(e);
 
@@ -120,6 +128,9 @@ function toolEvent(i: number): AuditEvent {
   return benchToolEvent(eventIdFor('bench', id, i), `task-${i % 1000}`, i);
 }
 
+/** The batches the writer process stored: without its second redaction pass (tag held), or with it. */
+const writerBatches = { held: 0, redacted: 0 };
+
 /** The operations process (`npm start`), as deployed: the writer runs beside the emitting worker. */
 async function startWriterProcess(): Promise<ChildProcess> {
   const child = spawn(
@@ -129,8 +140,6 @@ async function startWriterProcess(): Promise<ChildProcess> {
       '--import',
       'tsx',
       ...(CHAINED ? [] : ['--import', fileURLToPath(new URL('./lib/unchained-store.ts', import.meta.url))]),
-      '--import',
-      fileURLToPath(new URL('./lib/writer-policy.ts', import.meta.url)),
       fileURLToPath(new URL('../jobs/main.ts', import.meta.url)),
     ],
     {
@@ -143,13 +152,17 @@ async function startWriterProcess(): Promise<ChildProcess> {
         BQI_PREFIX: prefix,
         BQI_AUDIT_QUEUE: 'audit',
         LOG_LEVEL: 'info',
-        BENCH_AUDIT_POLICY_KEY: policySecret.toString('hex'),
+        BQI_KEYRING: `k1:base64:${keyringSecret.toString('base64')}`,
+        ...(WRITER_BUILTIN ? {} : { BQI_REDACTION: fileURLToPath(BENCH_REDACTION_FILE) }),
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
   await new Promise<void>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (l) => l.includes('"started"') && resolve());
+    createInterface({ input: child.stdout! }).on('line', (l) => {
+      if (l.includes('"started"')) resolve();
+      else if (l.includes('"audit batch written"')) writerBatches[JSON.parse(l).tagHeld ? 'held' : 'redacted']++;
+    });
     child.once('exit', (code) => reject(new Error(`writer process exited with ${code}`)));
   });
   return child;
@@ -440,6 +453,7 @@ try {
         'CPU µs per event (median of bursts)',
         `emitter ${Math.round(pipe.cpu.emitter)}, writer ${Math.round(pipe.cpu.writer)}, postgres ${Math.round(pipe.cpu.postgres)}`,
       ],
+      ['writer batches, tag held / redacted again', `${writerBatches.held} / ${writerBatches.redacted}`],
       ...(PIPELINE_ONLY
         ? []
         : [
@@ -461,6 +475,9 @@ try {
   jsonLine('audit', {
     chain: CHAINED,
     tagged: TAGGED,
+    writer_rules: WRITER_BUILTIN ? 'builtin' : 'bench',
+    writer_batches_tag_held: writerBatches.held,
+    writer_batches_redacted: writerBatches.redacted,
     redaction_per_s: PIPELINE_ONLY ? null : Math.round(redaction),
     pipeline_per_s: Math.round(pipe.perSecond),
     lag_p50_ms: Math.round(pipe.p50),

@@ -256,12 +256,14 @@ export async function startOperationsProcess(
       await relay.stop();
     });
     // One line per audit batch: counts only (events are never logged).
-    auditWriter.on('completed', (_job, r: Partial<WriteBatchResult> & { skipped?: boolean }) => {
+    auditWriter.on('completed', (_job, r: Partial<WriteBatchResult> & { skipped?: boolean; tagHeld?: boolean }) => {
       if (r.skipped) return;
       const counts = { inserted: r.inserted ?? 0, duplicates: r.duplicates ?? 0, deadLettered: r.deadLettered ?? 0 };
       metrics?.batchWritten(counts);
-      if (counts.deadLettered > 0) logger.warn(counts, 'audit batch dead-lettered');
-      else logger.info(counts, 'audit batch written');
+      // tagHeld: stored without the second redaction pass (its emitter's rules are this process's).
+      const line = { ...counts, tagHeld: r.tagHeld === true };
+      if (counts.deadLettered > 0) logger.warn(line, 'audit batch dead-lettered');
+      else logger.info(line, 'audit batch written');
     });
     sweeper.on('completed', (_job, r: { deleted: number; batches: number }) => {
       if (r.deleted > 0) logger.info({ ...r }, 'ledger swept');
