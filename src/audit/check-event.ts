@@ -75,21 +75,37 @@ const OPTIONAL: Record<string, Field> = {
   details: plainRecord,
   redaction: receipt,
 };
-const REQUIRED_KEYS = Object.keys(REQUIRED);
+const REQUIRED_COUNT = Object.keys(REQUIRED).length;
+
+/**
+ * Every field's check, required ones marked: a table without a prototype, so `toString` or
+ * `constructor` is an unknown field, not Object's method.
+ */
+const FIELDS: Record<string, { check: Field; required: boolean } | undefined> = Object.assign(
+  Object.create(null),
+  Object.fromEntries([
+    ...Object.entries(REQUIRED).map(([k, check]) => [k, { check, required: true }]),
+    ...Object.entries(OPTIONAL).map(([k, check]) => [k, { check, required: false }]),
+  ]),
+);
 
 /** True when `auditEventSchema` accepts `v` as it is (the fast path; false means "ask zod"). */
 export function isAuditEvent(v: unknown): v is AuditEvent {
   if (!plainRecord(v)) return false;
-  for (const k of REQUIRED_KEYS) if (!(REQUIRED[k] as Field)(v[k])) return false;
+  // One pass over the event's own keys (a plain record's only enumerable ones).
+  let required = 0;
   for (const k in v) {
-    if (Object.hasOwn(REQUIRED, k)) continue;
-    // Own entries only: `toString` or `constructor` must be unknown fields, not Object's methods.
-    if (!Object.hasOwn(OPTIONAL, k)) return false; // strict: unknown fields are refused
-    const check = OPTIONAL[k] as Field;
+    const field = FIELDS[k];
+    if (field === undefined) return false; // strict: unknown fields are refused
     const x = v[k];
-    if (x !== undefined && !check(x)) return false;
+    if (x === undefined) {
+      if (field.required) return false;
+      continue;
+    }
+    if (!field.check(x)) return false;
+    if (field.required) required++;
   }
-  return true;
+  return required === REQUIRED_COUNT;
 }
 
 /** `auditEventSchema.parse`, with the fast check in front. */

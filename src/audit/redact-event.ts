@@ -169,9 +169,10 @@ export function applyFieldGrammars(
 }
 
 /**
- * The typed bounds (`boundFields`), then the field grammars, on a copy of `event`: `bounded` is
- * the event within its bounds (`event` itself when nothing changed), `out` the copy with the
- * references, `receipt` what both did (undefined when neither did anything).
+ * The typed bounds (`boundFields`), then the field grammars: `bounded` is the event within its
+ * bounds (`event` itself when nothing changed), `out` a copy with the references, `receipt` what
+ * both did. When neither did anything (the common case), `receipt` is undefined and `out` is
+ * `event` itself: no copy is made, and a caller that changes `out` copies it first.
  */
 function structureFields(
   event: AuditEvent,
@@ -182,9 +183,12 @@ function structureFields(
   let receipt: ReceiptBuilder | undefined;
   const builder = () => (receipt ??= receiptOf());
   const bounded = boundFields(event, builder);
-  const out: AuditEvent = { ...bounded };
-  applyFieldGrammars(bounded, out, keyring, builder, grammars);
-  return { bounded, out, receipt: (receipt as ReceiptBuilder | undefined)?.build() };
+  // Only a field that fails its grammar is written here, and never without a receipt.
+  const changes: EventFields = {};
+  applyFieldGrammars(bounded, changes, keyring, builder, grammars);
+  const built = (receipt as ReceiptBuilder | undefined)?.build();
+  const out = built === undefined && bounded === event ? event : ({ ...bounded, ...changes } as AuditEvent);
+  return { bounded, out, receipt: built };
 }
 
 /** True when `extra` adds nothing to `base`: no rule fired, every key id is listed already. */
@@ -236,9 +240,10 @@ export function auditRedactor(policy: RedactionPolicy): AuditRedactor {
   const receiptOf = () => new ReceiptBuilder(engine.version, '$', engine.limits.maxReceiptPaths);
   const grammars = grammarsFor(policy);
   const redactor = (event: AuditEvent): AuditEvent => {
-    const { out, receipt: fields } = structureFields(event, engine.keyring, receiptOf, grammars);
+    let { out, receipt: fields } = structureFields(event, engine.keyring, receiptOf, grammars);
     let receipt: RedactionReceipt | undefined;
     if (event.details) {
+      if (out === event) out = { ...event };
       // The allow-list is looked up by the action as it is told: an action that is not an
       // action name keeps only what every action may keep, the same before and after its ref.
       const r = redactDetails(out.action, event.details, policy, { rootPath: '$.details' });
