@@ -376,6 +376,11 @@ export async function startOperationsProcess(
         sweepEveryMs: config.sweepEveryMs,
         relayEveryMs: relayOptions.everyMs ?? DEFAULT_RELAY_EVERY_MS,
         intentListener: listener ? 'listening' : 'off',
+        // Which rules the writer and the relay redact by: the workers' batches held to others are redacted twice.
+        redaction: {
+          version: auditPolicy.version,
+          rules: options.redaction ? 'option' : (config.redactionModule ?? 'built-in'),
+        },
         confirmations: server && (config.operators || config.operatorJwt) ? 'served at /confirmations' : 'off',
         console: server && (options.console ?? config.console) ? 'served at /console' : 'off',
         ...(server?.address ? { http: { host: server.address.address, port: server.address.port } } : {}),

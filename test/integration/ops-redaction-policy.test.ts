@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Config, loadConfig } from '../../src/config/env.js';
 import { ConfigError } from '../../src/config/errors.js';
@@ -77,7 +78,9 @@ describe('the operations process holds the application’s redaction rules', () 
 
     /** Runs `n` jobs beside an operations process of `cfg` and answers what its writer reported. */
     async function phase(cfg: Config, from: number, n: number) {
-      const proc = await startOperationsProcess(cfg);
+      const lines: Record<string, unknown>[] = [];
+      const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+      const proc = await startOperationsProcess(cfg, { logger });
       const results: { tagHeld?: boolean; inserted?: number }[] = [];
       proc.workers.auditWriter.on('completed', (_job, r) => results.push(r));
       try {
@@ -87,16 +90,26 @@ describe('the operations process holds the application’s redaction rules', () 
       } finally {
         await proc.close();
       }
-      return results;
+      return { results, lines };
     }
     try {
-      const builtin = await phase(config(), 0, 20);
+      const first = await phase(config(), 0, 20);
+      const builtin = first.results;
+      expect(first.lines.find((l) => l.msg === 'started')?.redaction).toMatchObject({ rules: 'built-in' });
       const inserted = (rs: typeof builtin) => rs.reduce((sum, r) => sum + (r.inserted ?? 0), 0);
       // The process's own sweeper sends an untagged batch of its summary now and then.
       expect(inserted(builtin.filter((r) => r.tagHeld === false))).toBeGreaterThanOrEqual(60);
       expect(builtin.filter((r) => r.tagHeld !== false)).toEqual([]);
 
-      const own = await phase(config({ BQI_REDACTION: module }), 20, 20);
+      const second = await phase(config({ BQI_REDACTION: module }), 20, 20);
+      const own = second.results;
+      // The start says which rules the process holds, and each batch's line whether its tag held.
+      expect(second.lines.find((l) => l.msg === 'started')?.redaction).toEqual({
+        version: 'app-2026-12',
+        rules: module,
+      });
+      const written = second.lines.filter((l) => l.msg === 'audit batch written' && l.tagHeld === true);
+      expect(written.reduce((sum, l) => sum + Number(l.inserted), 0)).toBe(60);
       expect(inserted(own.filter((r) => r.tagHeld === true))).toBe(60);
       expect(inserted(own.filter((r) => r.tagHeld !== true))).toBeLessThanOrEqual(own.length);
 
