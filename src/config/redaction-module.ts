@@ -38,10 +38,11 @@ function exported(mod: Record<string, unknown>): unknown {
 export async function loadRedactionModule(path: string, cwd: string = process.cwd()): Promise<AuditRedaction> {
   const file = resolve(cwd, path);
   const found = await stat(file).then(
-    (s) => s.isFile(),
-    () => false,
+    (s) => (s.isFile() ? 'file' : 'other'),
+    () => 'none',
   );
-  if (!found) throw refused(`no such file: ${file}`, { path: file });
+  if (found === 'none') throw refused(`no such file: ${file}`, { path: file });
+  if (found === 'other') throw refused(`not a file: ${file}`, { path: file });
   let mod: Record<string, unknown>;
   try {
     mod = file.endsWith('.json')

@@ -169,6 +169,7 @@ describe('rules that cannot be used stop the start before any connection', () =>
 
   it.each<[what: string, name: string, text: string, says: string]>([
     ['a file that does not exist', '', '', 'no such file'],
+    ['a directory', '.', '', 'not a file'],
     ['a module that throws as it loads', 'throws.mjs', "throw new Error('boom');\n", 'cannot load'],
     ['a module with a syntax error', 'broken.mjs', 'export const redaction = {;\n', 'cannot load'],
     ['a module that exports no object', 'number.mjs', 'export default 42;\n', 'exports no redaction policy'],
@@ -180,7 +181,7 @@ describe('rules that cannot be used stop the start before any connection', () =>
     ],
     ['rules the schema refuses', 'bad.mjs', `export default { version: 'not a version!' };\n`, 'version'],
   ])('%s', async (_what, name, text, says) => {
-    const path = name === '' ? join(dir, 'missing.mjs') : file(name, text);
+    const path = name === '' ? join(dir, 'missing.mjs') : name === '.' ? dir : file(name, text);
     const err = await refusal(config({ ...unreachable, BQI_REDACTION: path }));
     expect(err.code).toBe(ERROR_CODES.config);
     expect(err.details.option).toBe('BQI_REDACTION');
