@@ -191,7 +191,7 @@ function parse<S extends z.ZodObject>(
   }
   if (parsed.success) {
     const { BQI_REDACTION, BQI_KEYRING } = parsed.data as { BQI_REDACTION?: string; BQI_KEYRING?: unknown };
-    if (BQI_REDACTION !== undefined && BQI_KEYRING === undefined && !issues.some((i) => i.variable === 'BQI_KEYRING')) {
+    if (BQI_REDACTION !== undefined && BQI_KEYRING === undefined) {
       issues.push({ variable: 'BQI_REDACTION', message: REDACTION_KEYRING_HINT });
     }
   }

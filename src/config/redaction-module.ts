@@ -74,9 +74,9 @@ export async function loadRedactionModule(path: string, cwd: string = process.cw
 export async function configuredAuditPolicy(
   config: { keyring?: Keyring; redactionModule?: string },
   redaction?: AuditRedaction,
-  option = 'redaction',
 ): Promise<RedactionPolicy> {
-  const named = redaction === undefined ? OPTION : option;
+  // Where the rules came from, as errors name it: the option, or the variable.
+  const named = redaction === undefined ? OPTION : 'redaction';
   const rules =
     redaction ?? (config.redactionModule === undefined ? undefined : await loadRedactionModule(config.redactionModule));
   if (rules === undefined) return auditPolicyFor(config.keyring);
