@@ -34,8 +34,9 @@ import { looksLikePersonalNumber } from './personal-number.js';
  *   random-looking words of 16+ characters (hex, base62, base64url) and values whose
  *   words look random together. A UUID is admitted by its exact form. Ids that are random by
  *   design (`cus_NffrFeUfNV2Hib`, a pod name's hash suffix) are referenced too: they cannot be
- *   told from a token. Short random strings (under 16 characters, or lower-case letters and a
- *   few digits) can pass; the grammar narrows what is told, it does not recognise secrets.
+ *   told from a token. Short random strings (16 characters or fewer: a few in ten thousand
+ *   draws, see docs/audit-verify.md; or lower-case letters and a few digits) can pass; the
+ *   grammar narrows what is told, it does not recognise secrets.
  * - Actions are dotted lower-case words; resource types words joined by `. / -`; reason codes
  *   `UPPER_SNAKE` or dotted lower-case words; each with the structure check too.
  * - The library's reference forms (`hmac:`, `ref:`) are never identifiers: only a reference

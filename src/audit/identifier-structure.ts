@@ -141,7 +141,10 @@ export function hasIdentifierStructure(
  * as tokens do: with digits too (`DZFPe5885BOYA`), with a capital not starting a lower-case run
  * (`dnii_izsV948`), or with a run of one or two lower-case letters between capitals
  * (`EIQcgPXWIXOPS`), or with five consonants in a row (`qpfrejqHlzoidVl`); or mixes capitals and digits alone (`XUFJBM0ISGGB`). CamelCase words
- * (`OrderCreatedHandler`) do none of these. One pass.
+ * (`OrderCreatedHandler`) do none of these. Words cut by `/` (a base64 token's alphabet has it)
+ * are judged together too: a run of them of 12 characters or more is a token's when one of its
+ * words mixes the cases with a token's capitals (`LFAHwMtDHMJ/YRMN`, `OC3/SKCdZFWV/AGD`), however
+ * short each word. `US/NY/NYC/10001` and `acme/Orders/2024` pass. One pass.
  */
 export function hasRandomCase(s: string): boolean {
   let wordStart = 0;
@@ -155,6 +158,9 @@ export function hasRandomCase(s: string): boolean {
   let lowers = 0;
   let uppers = 0;
   let digits = 0;
+  /** The run of words joined by `/` so far: its characters, and whether a word of it mixed the cases with a token's capitals. */
+  let slashRun = 0;
+  let slashSuspect = false;
   for (let i = 0; i <= s.length; i++) {
     const c = i < s.length ? s.charCodeAt(i) : 0;
     const lowerC = c >= 97 && c <= 122;
@@ -167,6 +173,13 @@ export function hasRandomCase(s: string): boolean {
         ((mixed || digits > 0) && consonants >= CONSONANT_RUN) ||
         (!joined && lowers === 0 && uppers > 0 && digits > 0);
       if (token && i - wordStart >= SHORT_WORD_RANDOM_MIN) return true;
+      slashRun += i - wordStart;
+      if (mixed && suspect) slashSuspect = true;
+      if (c !== 47) {
+        if (slashSuspect && slashRun >= SHORT_WORD_RANDOM_MIN) return true;
+        slashRun = 0;
+        slashSuspect = false;
+      }
       wordStart = i + 1;
       lowerRun = lowers = uppers = digits = run = consonants = 0;
       afterUpper = suspect = joined = false;
