@@ -5,6 +5,7 @@ import {
   NO_DECLARED_FORMATS,
 } from '../redaction/identifier-formats.js';
 import { secretNameKind } from '../scanners/index.js';
+import { holdsProviderToken } from '../scanners/provider-tokens.js';
 import { CAPITALS_RUN, hasIdentifierStructure, hasRandomCase, SHORT_WORD_RANDOM_MIN } from './identifier-structure.js';
 import { looksLikePersonalNumber } from './personal-number.js';
 
@@ -39,6 +40,8 @@ import { looksLikePersonalNumber } from './personal-number.js';
  *   grammar narrows what is told, it does not recognise secrets.
  * - Actions are dotted lower-case words; resource types words joined by `. / -`; reason codes
  *   `UPPER_SNAKE` or dotted lower-case words; each with the structure check too.
+ * - A recognised provider token (`glpat-…`, `sk_live_…`, `ghp_…`, `AKIA…`, as the provider-token
+ *   scanner knows them) is never an identifier, whatever its body looks like.
  * - The library's reference forms (`hmac:`, `ref:`) are never identifiers: only a reference
  *   the keyring recognises is kept.
  * - The library's own forms pass by their exact shape: canonical and bounded idempotency keys
@@ -96,7 +99,8 @@ export function isWordIdentifier(v: string): boolean {
     !looksLikePersonalNumber(v) &&
     !CAPITALS_RUN.test(v) &&
     !hasRandomCase(v) &&
-    !namesASecret(v)
+    !namesASecret(v) &&
+    !holdsProviderToken(v)
   );
 }
 

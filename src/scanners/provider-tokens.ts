@@ -42,6 +42,15 @@ function classify(m: string): string | undefined {
 }
 
 /**
+ * True when `text` holds a token the scanner below would recognise (`glpat-…`, `sk_live_…`,
+ * `AKIA…`): the identifier grammar never tells such a value in clear, whatever its body looks like.
+ */
+export function holdsProviderToken(text: string): boolean {
+  for (const [m] of text.matchAll(TOKEN)) if (classify(m)) return true;
+  return false;
+}
+
+/**
  * API tokens with a recognisable format: GitHub (`ghp_`, `gho_`, `ghs_`, `ghu_`, `ghr_`,
  * `github_pat_`), GitLab (`glpat-`), Slack (`xox[abprs]-`), Stripe (`sk_live_`, `sk_test_`,
  * `rk_live_`, `whsec_`), OpenAI (`sk-`, `sk-proj-`), Anthropic (`sk-ant-`), AWS access key ids

@@ -213,6 +213,41 @@ describe('secret and personal values pass no identifier field', () => {
     CORPUS_TIMEOUT_MS,
   );
 
+  it('a recognised provider token is never told in clear, however ordinary its body looks', () => {
+    const redact = auditRedactor(plain);
+    const letters = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+    const alnum = `${letters}0123456789`;
+    const draw = (chars: string, n: number) => Array.from(randomBytes(n), (b) => chars[b % chars.length]).join('');
+    const tokens: [string, () => string][] = [
+      ['GitLab', () => `glpat-${draw(letters, 20)}`],
+      ['Stripe', () => `sk_live_${draw(letters, 24)}`],
+      ['Stripe webhook', () => `whsec_${draw(letters, 32)}`],
+      ['GitHub', () => `ghp_${draw(alnum, 36)}`],
+      ['Anthropic', () => `sk-ant-${draw(letters, 24)}`],
+      ['Google', () => `AIza${draw(alnum, 35)}`],
+      ['npm', () => `npm_${draw(alnum, 36)}`],
+      ['AWS', () => `AKIA${draw('ABCDEFGHIJKLMNOPQRSTUVWXYZ234567', 16)}`],
+    ];
+    // A body in a camelCase word's shape, which the word grammar alone let through.
+    const seen = ['glpat-oPearHfajymKddiIzdtj'];
+    for (const [, make] of tokens) for (let i = 0; i < 300; i++) seen.push(make());
+    const passed: string[] = [];
+    for (const v of seen) {
+      for (const field of ID_FIELDS) {
+        if (JSON.stringify(redact(event({ [field]: v }))).includes(v)) passed.push(`${field}: ${v}`);
+      }
+    }
+    expect(passed).toEqual([]);
+    // Inside a longer id too, and in either place of a key.
+    for (const v of ['build:glpat-oPearHfajymKddiIzdtj', 'acme/sk_live_AbcdefghijKlmnopqrstUvwx/charge']) {
+      expect(redact(event({ resourceId: v })).resourceId, v).toMatch(/^hmac:k1:/);
+    }
+    // A prefix alone, or a body the scanner does not take for a token, is no token.
+    for (const v of ['sk-learn-model', 'npm_cache', 'task-sk-42']) {
+      expect(redact(event({ resourceId: v })).resourceId, v).toBe(v);
+    }
+  });
+
   it('a verdict a policy remembers is its own: a value one policy declares stays a reference under another, however often seen', () => {
     const value = 'task-abc-9f3b2c8d1e0a';
     const clear = auditRedactor(declared);
