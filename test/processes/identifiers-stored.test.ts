@@ -146,7 +146,7 @@ describe('the same rule for every identifier field', () => {
     }
     // As in the audit grammar's own test (which bounds their share over 4,000 draws each): random
     // tokens of 12-16 characters pass a few times in 10,000 draws; nothing else ever does. A draw
-    // that passes does so in every field: count draws, not fields (about 6 runs in 100 have one).
+    // that passes does so in every field: count draws, not fields (about 4 runs in 100 have one).
     const short = passed.filter((p) => /^(base62|base64url|base64) token, 1[2-6] chars as /.test(p));
     expect(passed.filter((p) => !short.includes(p))).toEqual([]);
     expect(new Set(short.map((p) => p.slice(p.indexOf(': ') + 2))).size).toBeLessThanOrEqual(2);
