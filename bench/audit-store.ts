@@ -24,11 +24,11 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { eventIdFor } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
-import { COLUMNS } from '../src/audit/insert-statement.js';
 import { auditRedactor } from '../src/audit/redact-event.js';
 import { migrate } from '../src/entries/ledger.js';
 import { defineKeyring } from '../src/index.js';
 import { benchToolEvent } from '../test/helpers/audit-sample.js';
+import { floorSql, guardedFloorSql } from './lib/audit-store-floors.js';
 import { benchPolicy } from './lib/bench-policy.js';
 import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
@@ -66,30 +66,6 @@ function batchesOf(part: string): string[] {
 }
 const warmUp = batchesOf('warm-up');
 const batches = batchesOf('measured');
-
-/** The floors' columns: the rows' own, without the receipt (the floors store none) and the chain's. */
-const floorColumns = COLUMNS.filter(([c]) => c !== 'redaction');
-const read = floorColumns.map(([, f, t]) => `"${f}" ${t}`).join(', ');
-const values = floorColumns.map(([c, f]) => (c === 'seq' ? `coalesce(x."${f}", 0)` : `x."${f}"`)).join(', ');
-const names = floorColumns.map(([c]) => c).join(', ');
-
-/** The rows of a batch, in the order of the events' key (as the store inserts them). */
-const floorSql = (s: string) =>
-  `insert into ${s}.audit_events (${names})
-   select ${values} from jsonb_to_recordset($1::jsonb) as x(${read}) order by x."createdAt", x."eventId"`;
-
-/** The rows of a batch whose ids were never stored: one row per event id, as the store keeps it. */
-const guardedFloorSql = (s: string) =>
-  `with x as (select * from jsonb_to_recordset($1::jsonb) as x(${read})),
-   fresh as (
-     insert into ${s}.audit_event_ids (event_id, created_at)
-     select distinct on (x."eventId") x."eventId", x."createdAt" from x order by x."eventId", x."createdAt"
-     on conflict (event_id) do nothing
-     returning event_id, created_at
-   )
-   insert into ${s}.audit_events (${names})
-   select ${values} from x join fresh f on f.event_id = x."eventId" and f.created_at = x."createdAt"
-   order by x."createdAt", x."eventId"`;
 
 type Measure = { perSecond: number; pgUs: number; nodeUs: number; wal: number; bytes: number; parts: string };
 

@@ -21,7 +21,10 @@
  * to measure what the chain costs: alternate runs with and without it; verify is then skipped),
  * BENCH_AUDIT_TAG=off (the emitters' batches carry no tag, so the writer redacts every event
  * again: src/audit/batch-tag.ts; the writer holds the bench's rules, `BQI_REDACTION`),
- * BENCH_AUDIT_WRITER_RULES=builtin (the writer holds the built-in rules, not the bench's).
+ * BENCH_AUDIT_WRITER_RULES=builtin (the writer holds the built-in rules, not the bench's),
+ * BENCH_AUDIT_PIPELINE=floor with BENCH_AUDIT_ONLY=pipeline (the pipeline's floor: the transport
+ * floor's emitter and a writer storing rows and one row per event id, nothing else; see
+ * PIPELINE_FLOOR).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -62,6 +65,16 @@ const PACE_BUFFERED = 5_000;
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE;
 /** `BENCH_AUDIT_CHAIN=off`: the writer stores events without the hash chain (bench/lib/unchained-store.ts). */
 const CHAINED = process.env.BENCH_AUDIT_CHAIN !== 'off';
+/**
+ * `BENCH_AUDIT_PIPELINE=floor` (with `BENCH_AUDIT_ONLY=pipeline`): the pipeline's floor. The events,
+ * redacted before each burst is timed, are written, batched, deflated and queued with no check
+ * (bench/lib/audit-transport-floor.ts); the writer decodes each batch and stores it with the
+ * guarded floor's statement, the rows and one row per event id, nothing else
+ * (bench/lib/floor-store.ts). Alternate runs with and without it.
+ */
+const PIPELINE_FLOOR = process.env.BENCH_AUDIT_PIPELINE === 'floor';
+if (PIPELINE_FLOOR && !PIPELINE_ONLY) throw new Error('BENCH_AUDIT_PIPELINE=floor runs with BENCH_AUDIT_ONLY=pipeline');
+const CHAIN_WRITTEN = CHAINED && !PIPELINE_FLOOR;
 const id = randomBytes(3).toString('hex');
 const schema = `bench_audit_${id}`;
 const prefix = `{bench-audit-${id}}`;
@@ -140,6 +153,7 @@ async function startWriterProcess(): Promise<ChildProcess> {
       '--import',
       'tsx',
       ...(CHAINED ? [] : ['--import', fileURLToPath(new URL('./lib/unchained-store.ts', import.meta.url))]),
+      ...(PIPELINE_FLOOR ? ['--import', fileURLToPath(new URL('./lib/floor-store.ts', import.meta.url))] : []),
       fileURLToPath(new URL('../jobs/main.ts', import.meta.url)),
     ],
     {
@@ -168,10 +182,30 @@ async function startWriterProcess(): Promise<ChildProcess> {
   return child;
 }
 
-async function emitAll(emitter: AuditEmitter, from: number, count: number, perSecond?: number): Promise<void> {
+/** What the pipeline emits through: the emitter, or the transport floor (`BENCH_AUDIT_PIPELINE=floor`). */
+type PipelineEmitter = AuditEmitter | AuditTransportFloor;
+
+/**
+ * The events `emitAll` emits from `from`: made as it goes, or, for the floor, made and redacted
+ * now (before the burst is timed) and given their time as they go.
+ */
+function eventsFrom(from: number, count: number): (i: number) => AuditEvent {
+  if (!PIPELINE_FLOOR) return toolEvent;
+  const ready = Array.from({ length: count }, (_, i) => redactor(toolEvent(from + i)));
+  // Its time is the time it is emitted, as the emitter's events' is (the lag counts from it).
+  return (i) => ({ ...(ready[i - from] as AuditEvent), createdAt: new Date().toISOString() });
+}
+
+async function emitAll(
+  emitter: PipelineEmitter,
+  from: number,
+  count: number,
+  eventOf: (i: number) => AuditEvent,
+  perSecond?: number,
+): Promise<void> {
   const began = performance.now();
   for (let i = 0; i < count; i++) {
-    emitter.record(toolEvent(from + i));
+    emitter.record(eventOf(from + i));
     if (i % 1000 === 999) {
       // Keep the producer well within the emitter's memory bound (past it, events would go to the
       // outbox), as a worker's own pace would, without stopping it while batches are on their way.
@@ -223,23 +257,26 @@ async function pipeline(
   cpu: { emitter: number; writer: number; postgres: number };
 }> {
   const queue = new Queue('audit', { connection, prefix });
-  const emitter = new AuditEmitter({
-    queue,
-    pool,
-    schema,
-    redact: emitterRedact,
-    maxBatch: 500,
-    maxBuffered: 50_000,
-  });
+  const emitter: PipelineEmitter = PIPELINE_FLOOR
+    ? new AuditTransportFloor(queue)
+    : new AuditEmitter({
+        queue,
+        pool,
+        schema,
+        redact: emitterRedact,
+        maxBatch: 500,
+        maxBuffered: 50_000,
+      });
   try {
     const bursts: number[] = [];
     const cpuUs = { emitter: [] as number[], writer: [] as number[], postgres: [] as number[] };
     const walBefore = await walPosition(pool);
     for (let b = 0; b < PIPELINE_BURSTS; b++) {
+      const eventOf = eventsFrom(b * PIPELINE_EVENTS, PIPELINE_EVENTS);
       const started = performance.now();
       const pgBefore = await backendPids(pool);
       const cpuBefore = cpuSnapshot();
-      await emitAll(emitter, b * PIPELINE_EVENTS, PIPELINE_EVENTS);
+      await emitAll(emitter, b * PIPELINE_EVENTS, PIPELINE_EVENTS, eventOf);
       await waitForRows(pool, queue, (b + 1) * PIPELINE_EVENTS);
       bursts.push(PIPELINE_EVENTS / ((performance.now() - started) / 1000));
       const cpuAfter = cpuSnapshot();
@@ -261,7 +298,7 @@ async function pipeline(
     const walPerEvent = (await walSince(pool, walBefore)) / (PIPELINE_BURSTS * PIPELINE_EVENTS);
     const from = PIPELINE_BURSTS * PIPELINE_EVENTS;
     const paced = Math.min(20_000, Math.round(perSecond / 2) * 2);
-    await emitAll(emitter, from, paced, perSecond / 2);
+    await emitAll(emitter, from, paced, eventsFrom(from, paced), perSecond / 2);
     await waitForRows(pool, queue, from + paced);
     const lag = await pool.query(
       `select percentile_cont(0.5) within group (order by ms) as p50, percentile_cont(0.99) within group (order by ms) as p99
@@ -269,7 +306,10 @@ async function pipeline(
              where seq >= $1) x`,
       [from],
     );
-    if (emitter.metrics.outboxed + emitter.metrics.dropped + emitter.metrics.invalid > 0) {
+    if (
+      emitter instanceof AuditEmitter &&
+      emitter.metrics.outboxed + emitter.metrics.dropped + emitter.metrics.invalid > 0
+    ) {
       throw new Error(`pipeline lost its way: ${JSON.stringify(emitter.metrics)}`);
     }
     const stored = await storedBytes(pool, schema, ['audit_events', ...AUDIT_SIDE_TABLES]);
@@ -394,7 +434,7 @@ try {
   const pipe = await pipeline(pool, writer.pid as number);
   // The hash chains the pipeline wrote, walked whole: every event's digest recomputed.
   const verifyStarted = performance.now();
-  const verified = CHAINED
+  const verified = CHAIN_WRITTEN
     ? await verifyAuditChains(pool, schema)
     : { ok: true, events: Number.NaN, chains: 0, problems: [] };
   const verifySeconds = (performance.now() - verifyStarted) / 1000;
@@ -441,6 +481,7 @@ try {
     ['measure', 'value'],
     [
       ...(PIPELINE_ONLY ? [] : [['redaction, events/s (1 core)', String(Math.round(redaction))]]),
+      ...(PIPELINE_FLOOR ? [['pipeline', 'floor: transport floor → writer → rows and one row per id']] : []),
       ['pipeline, events/s', series(pipe.bursts, pipe.perSecond)],
       ['pipeline lag p50 / p99, ms', `${pipe.p50.toFixed(0)} / ${pipe.p99.toFixed(0)}`],
       ['stored bytes per event', `${Math.round(pipe.bytesPerEvent)}  (${pipe.storage})`],
@@ -453,7 +494,9 @@ try {
         'CPU µs per event (median of bursts)',
         `emitter ${Math.round(pipe.cpu.emitter)}, writer ${Math.round(pipe.cpu.writer)}, postgres ${Math.round(pipe.cpu.postgres)}`,
       ],
-      ['writer batches, tag held / redacted again', `${writerBatches.held} / ${writerBatches.redacted}`],
+      ...(PIPELINE_FLOOR
+        ? []
+        : [['writer batches, tag held / redacted again', `${writerBatches.held} / ${writerBatches.redacted}`]]),
       ...(PIPELINE_ONLY
         ? []
         : [
@@ -473,18 +516,19 @@ try {
     ],
   );
   jsonLine('audit', {
-    chain: CHAINED,
+    chain: CHAIN_WRITTEN,
+    pipeline: PIPELINE_FLOOR ? 'floor' : 'library',
     tagged: TAGGED,
     writer_rules: WRITER_BUILTIN ? 'builtin' : 'bench',
-    writer_batches_tag_held: writerBatches.held,
-    writer_batches_redacted: writerBatches.redacted,
+    writer_batches_tag_held: PIPELINE_FLOOR ? null : writerBatches.held,
+    writer_batches_redacted: PIPELINE_FLOOR ? null : writerBatches.redacted,
     redaction_per_s: PIPELINE_ONLY ? null : Math.round(redaction),
     pipeline_per_s: Math.round(pipe.perSecond),
     lag_p50_ms: Math.round(pipe.p50),
     lag_p99_ms: Math.round(pipe.p99),
     bytes_per_event: Math.round(pipe.bytesPerEvent),
     wal_per_event: Math.round(pipe.walPerEvent),
-    verify_per_s: CHAINED ? Math.round(verified.events / verifySeconds) : null,
+    verify_per_s: CHAIN_WRITTEN ? Math.round(verified.events / verifySeconds) : null,
     verify_ok: verified.ok,
     emitter_cpu_us_per_event: Math.round(pipe.cpu.emitter),
     writer_cpu_us_per_event: Math.round(pipe.cpu.writer),

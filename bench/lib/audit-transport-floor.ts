@@ -9,6 +9,7 @@
  * making and queueing the events costs before any of those.
  */
 import type { Queue } from 'bullmq';
+import type { AuditEvent } from '../../src/audit/audit-event.js';
 import { auditBatchJobOf, BatchBytes } from '../../src/audit/batch-codec.js';
 import { auditEventFromWrapper } from '../../src/audit/from-wrapper.js';
 import type { WrapperEvent } from '../../src/shared/wrapper-event.js';
@@ -23,6 +24,7 @@ export class AuditTransportFloor {
   private readonly inFlight = new Set<Promise<unknown>>();
   /** Events added to the queue. */
   enqueued = 0;
+  private held = 0;
 
   constructor(
     private readonly queue: Queue,
@@ -30,15 +32,40 @@ export class AuditTransportFloor {
   ) {}
 
   emit(event: WrapperEvent): void | Promise<void> {
-    const added = this.batch.add(auditEventFromWrapper(event, this.actorId));
-    if (!('added' in added))
-      throw new Error(`transport floor: an event was not serialisable (${JSON.stringify(added)})`);
+    this.add(auditEventFromWrapper(event, this.actorId));
     let durable: Promise<void> | undefined;
     if (event.type === 'decision' || event.type === 'confirmation')
       durable = new Promise<void>((resolve) => this.waiters.push(resolve));
+    this.flushWhenDue();
+    return durable;
+  }
+
+  /** Takes a ready audit event (`bench:audit`'s pipeline floor), fire-and-forget: written and queued as `emit` does. */
+  record(event: AuditEvent): void {
+    this.add(event);
+    this.flushWhenDue();
+  }
+
+  /** Events taken and not yet added to the queue (the emitter's `buffered`). */
+  get buffered(): number {
+    return this.held;
+  }
+
+  /** Sends what is buffered and waits for every batch in flight. */
+  async flush(): Promise<void> {
+    await this.close();
+  }
+
+  private add(event: AuditEvent): void {
+    const added = this.batch.add(event);
+    if (!('added' in added))
+      throw new Error(`transport floor: an event was not serialisable (${JSON.stringify(added)})`);
+    this.held++;
+  }
+
+  private flushWhenDue(): void {
     if (this.batch.count >= MAX_BATCH) this.flushBuffer();
     else this.timer ??= setTimeout(() => this.flushBuffer(), MAX_DELAY_MS);
-    return durable;
   }
 
   private flushBuffer(): void {
@@ -51,6 +78,7 @@ export class AuditTransportFloor {
       .then((job) => this.queue.add(job.name, job.data, job.opts))
       .then(() => {
         this.enqueued += batch.eventIds.length;
+        this.held -= batch.eventIds.length;
         for (const w of waiters) w();
       });
     this.inFlight.add(p);

@@ -11,6 +11,7 @@ import { runStatement } from '../../src/db/prepared-statements.js';
 type StoreInside = {
   pool: import('pg').Pool;
   schema: string;
+  freshSql: string;
   absorbingSql: string;
   chained(name: string | undefined, text: string, json: string): Promise<number>;
   digests(events: readonly unknown[]): { digests: Buffer; micros: string[] };
@@ -21,7 +22,8 @@ const proto = AuditStore.prototype as unknown as StoreInside;
 proto.digests = () => ({ digests: Buffer.alloc(0), micros: [] });
 proto.chained = async function (this: StoreInside, name, text, json) {
   // Receipts stored once, as the store does (a receipt stored meanwhile by a concurrent insert: again).
-  const unchained = auditInsertSql(this.schema, text === this.absorbingSql, false, true);
+  const mode = text === this.freshSql ? 'fresh' : text === this.absorbingSql ? 'absorbing' : 'plain';
+  const unchained = auditInsertSql(this.schema, mode, false, true);
   try {
     return (await runStatement(this.pool, name, unchained, [json])).rowCount ?? 0;
   } catch (err) {

@@ -55,18 +55,30 @@ export type AuditStoreOptions = {
 export class AuditStore {
   private readonly table: string;
   private readonly deadLetter: string;
+  /** The insert that takes every id of a batch to be new: what runs first (see `auditInsertSql`). */
+  private readonly freshSql: string;
+  /** The insert that looks each id up: the fallback when the fresh one meets an id stored before. */
   private readonly insertSql: string;
   /** The insert with `on conflict do nothing`: the fallback when the plain one meets a stored row (see `auditInsertSql`). */
   private readonly absorbingSql: string;
   private readonly schema: string;
   /** The insert's prepared-statement name; undefined when it runs unnamed. */
   private readonly insertName: string | undefined;
+  private readonly freshName: string | undefined;
   private readonly absorbingName: string | undefined;
   private readonly structure: (e: AuditEvent) => AuditEvent;
   /** Analyzes a young `audit_event_ids` as it grows, so that the insert's cached plan uses its index. */
   private readonly statistics: StatisticsRefresh | undefined;
   /** Batches whose plain insert met a stored row and ran again absorbing it (see `absorbingSql`). */
   absorbed = 0;
+  /** Batches whose fresh insert met an id stored before and ran again looking their ids up (see `freshSql`). */
+  lookedUp = 0;
+  /**
+   * The fresh insert runs first on a pool, where a statement that fails is rolled back alone. Given a
+   * single client instead (perhaps in a transaction of the caller's, which a failed statement would
+   * abort), the store looks each batch's ids up first, as the fallback does.
+   */
+  private readonly freshFirst: boolean;
   /** Creates the chain heads of a batch's days. */
   private readonly headsSql: string;
   private readonly chainSlots: number;
@@ -98,13 +110,16 @@ export class AuditStore {
     this.structure = storeRedactor(policy);
     const s = checkSchema(schema);
     const prepared = options.preparedStatements ?? DEFAULT_PREPARED_STATEMENTS;
+    this.freshFirst = typeof (pool as { totalCount?: unknown }).totalCount === 'number';
+    this.freshName = prepared ? statementName('audit_insert_fresh', s) : undefined;
     this.insertName = prepared ? statementName('audit_insert', s) : undefined;
     this.absorbingName = prepared ? statementName('audit_insert_absorbing', s) : undefined;
     this.statistics = prepared ? new StatisticsRefresh(pool, `${s}.audit_event_ids`) : undefined;
     this.table = `${s}.audit_events`;
     this.deadLetter = `${s}.audit_dead_letter`;
-    this.insertSql = auditInsertSql(s, false);
-    this.absorbingSql = auditInsertSql(s, true);
+    this.freshSql = auditInsertSql(s, 'fresh');
+    this.insertSql = auditInsertSql(s, 'plain');
+    this.absorbingSql = auditInsertSql(s, 'absorbing');
     this.headsSql = chainHeadsSql(s);
     this.schema = s;
   }
@@ -241,16 +256,25 @@ export class AuditStore {
   }
 
   /**
-   * The plain insert; on a stored row's conflict (nothing of the batch written), the absorbing one.
-   * Each runs on a chain slot of its own while it runs (see `chainSlots`).
+   * The fresh insert; on an id stored before (nothing of the batch written), the plain one; on a
+   * stored row's conflict there, the absorbing one. Each runs on a chain slot of its own while it
+   * runs (see `chainSlots`).
    */
   private async run(json: string, chain: BatchDigests): Promise<number> {
     const slot = this.freeSlots.pop() ?? this.nextShared++ % this.chainSlots;
     try {
+      if (this.freshFirst) {
+        try {
+          return await this.chained(this.freshName, this.freshSql, json, slot, chain);
+        } catch (err) {
+          if (!isUniqueViolation(err)) throw err;
+          this.lookedUp++;
+        }
+      }
       try {
         return await this.chained(this.insertName, this.insertSql, json, slot, chain);
       } catch (err) {
-        if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err;
+        if (!isUniqueViolation(err)) throw err;
         this.absorbed++;
         return await this.chained(this.absorbingName, this.absorbingSql, json, slot, chain);
       }
@@ -413,7 +437,8 @@ export function isReceiptMissing(err: unknown): boolean {
 /** SQLSTATE of a unique violation. */
 const UNIQUE_VIOLATION = '23505';
 
-/** Postgres refused the data itself (SQLSTATE class 22, or 23 other than a unique violation). */
+const isUniqueViolation = (err: unknown) => (err as { code?: unknown }).code === UNIQUE_VIOLATION;
+
 /** The events a chained insert stored: its one row's count (see `auditInsertSql`). */
 const insertedOf = (r: pg.QueryResult<{ inserted: number }>) => r.rows[0]?.inserted ?? 0;
 
@@ -428,6 +453,7 @@ function unreadableTime(): Error {
   return Object.assign(new Error('unreadable event time'), { code: '22007' });
 }
 
+/** Postgres refused the data itself (SQLSTATE class 22, or 23 other than a unique violation). */
 function isDataError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' && (code.startsWith('22') || (code.startsWith('23') && code !== UNIQUE_VIOLATION));

@@ -41,7 +41,7 @@ beforeAll(async () => {
   expect(await columns()).not.toContain('chain_digest');
   expect(await columns()).toContain('event_id');
   await createAuditPartitions(pool, t.schema, new Date(Date.now() - 86_400_000), new Date(Date.now() + 86_400_000));
-  const stored = await pool.query(auditInsertSql(t.schema, false, false), [
+  const stored = await pool.query(auditInsertSql(t.schema, 'plain', false), [
     JSON.stringify(Array.from({ length: 6 }, (_, i) => event(i))),
   ]);
   expect(stored.rowCount).toBe(6);
