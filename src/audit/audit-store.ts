@@ -73,6 +73,8 @@ export class AuditStore {
   absorbed = 0;
   /** Batches whose fresh insert met an id stored before and ran again looking their ids up (see `freshSql`). */
   lookedUp = 0;
+  /** Batches that Postgres failed to break a deadlock with writers storing the same ids, and that ran again (see `run`). */
+  deadlocks = 0;
   /**
    * The fresh insert runs first on a pool, where a statement that fails is rolled back alone. Given a
    * single client instead (perhaps in a transaction of the caller's, which a failed statement would
@@ -256,11 +258,28 @@ export class AuditStore {
   }
 
   /**
+   * `runOnce`, again when Postgres broke a deadlock by failing it. Writers storing the same ids at
+   * once (a batch delivered twice, lost events stored again) can wait on each other's chain head
+   * and ids in a cycle; the statement that Postgres fails wrote nothing, and runs again. On a
+   * single client (perhaps in the caller's transaction, which the failure aborted) it is thrown.
+   */
+  private async run(json: string, chain: BatchDigests): Promise<number> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.runOnce(json, chain);
+      } catch (err) {
+        if (!this.freshFirst || !isDeadlock(err) || attempt >= DEADLOCK_ATTEMPTS) throw err;
+        this.deadlocks++;
+      }
+    }
+  }
+
+  /**
    * The fresh insert; on an id stored before (nothing of the batch written), the plain one; on a
    * stored row's conflict there, the absorbing one. Each runs on a chain slot of its own while it
    * runs (see `chainSlots`).
    */
-  private async run(json: string, chain: BatchDigests): Promise<number> {
+  private async runOnce(json: string, chain: BatchDigests): Promise<number> {
     const slot = this.freeSlots.pop() ?? this.nextShared++ % this.chainSlots;
     try {
       if (this.freshFirst) {
@@ -438,6 +457,14 @@ export function isReceiptMissing(err: unknown): boolean {
 const UNIQUE_VIOLATION = '23505';
 
 const isUniqueViolation = (err: unknown) => (err as { code?: unknown }).code === UNIQUE_VIOLATION;
+
+/** SQLSTATE of a deadlock Postgres broke by failing this statement. */
+const DEADLOCK_DETECTED = '40P01';
+
+const isDeadlock = (err: unknown) => (err as { code?: unknown }).code === DEADLOCK_DETECTED;
+
+/** Runs of a batch's insert, the first included, before a deadlock is thrown. */
+const DEADLOCK_ATTEMPTS = 5;
 
 /** The events a chained insert stored: its one row's count (see `auditInsertSql`). */
 const insertedOf = (r: pg.QueryResult<{ inserted: number }>) => r.rows[0]?.inserted ?? 0;

@@ -130,6 +130,48 @@ describe('one stored row per event id on a partitioned table', () => {
     for (const e of events) expect(await rowsOf(t.schema, e.eventId)).toEqual([later.toISOString()]);
   });
 
+  it('a writer that Postgres fails to break a deadlock over an id and a chain head runs its batch again, and stores it once', async () => {
+    const at = new Date();
+    const stored = event('deadlock-lost', at);
+    await store.writeBatch([stored]);
+    // Its row lost: a batch holding it inserts its row again, then meets its id.
+    await t.query(`delete from ${t.schema}.audit_events where event_id = $1`, [stored.eventId]);
+    // A store of its own takes chain slot 0 first.
+    const own = new AuditStore(pool, t.schema);
+    const other = new pg.Client({ connectionString: t.databaseUrl });
+    await other.connect();
+    try {
+      // Another session holds the lost event's id (as a writer re-storing it would) and keeps its
+      // own deadlock check late, so that Postgres fails the store's statement, not it.
+      await other.query("set deadlock_timeout = '20s'");
+      await other.query('begin');
+      await other.query(`update ${t.schema}.audit_event_ids set created_at = created_at where event_id = $1`, [
+        stored.eventId,
+      ]);
+      const otherPid = (await other.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid;
+      // The store's fresh insert locks its chain head, stores the rows, then waits on the id.
+      const batch = own.writeBatch([event('deadlock-new', at), stored]);
+      for (let i = 0; ; i++) {
+        const waiting = await t.query('select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid))', [
+          otherPid,
+        ]);
+        if (waiting.rows.length > 0) break;
+        if (i > 3_000) throw new Error('the store never waited for the id');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      // The other session now wants that head: a cycle, which Postgres breaks by failing the store's statement.
+      await other.query(`select 1 from ${t.schema}.audit_chains where slot = 0 for update`);
+      await other.query('rollback');
+      expect(await batch).toEqual({ inserted: 2, duplicates: 0, deadLettered: 0 });
+      expect(own.deadlocks).toBe(1);
+    } finally {
+      await other.end();
+    }
+    for (const id of ['deadlock-new', 'deadlock-lost']) {
+      expect(await rowsOf(t.schema, eventIdFor('parts', id))).toEqual([at.toISOString()]);
+    }
+  });
+
   it('a lost event re-stored by one writer while another waits on its id is stored once, under the first writer’s time', async () => {
     const at = new Date();
     const e = event('lost-cas', at);
