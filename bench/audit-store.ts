@@ -11,7 +11,11 @@
  * - guarded floor: the rows, and one row per event id (`audit_event_ids`, `on conflict do
  *   nothing`): the store's one guarantee of storage, and nothing else (no chain, no receipt);
  * - floor: the rows alone, into the same table with the same indexes (its key and the task's and
- *   operation's lookups).
+ *   operation's lookups);
+ * - batch floor: no row per event: each batch one row holding its payload as the emitter
+ *   compressed it, its events' ids (unique) and the batch under each of its tasks and operations
+ *   (tables of its own, bench/lib/audit-store-floors.ts): what a store of batches would cost at
+ *   least, one stored event per id and the timeline's lookups kept.
  * Per variant: events/s, Postgres CPU per event (every postgres process: the backends, the WAL
  *   writer, the checkpointer), this process's CPU per event, WAL per event (the server's, so run it
  *   on a quiet server), bytes stored per event (heap and indexes, per table). Each variant's rows are
@@ -21,6 +25,7 @@
  * 40,000), BENCH_ROUNDS (default 3), BENCH_STORE_CONCURRENCY (default 2, inserts in flight).
  */
 import { randomBytes } from 'node:crypto';
+import { deflateRawSync } from 'node:zlib';
 import pg from 'pg';
 import { eventIdFor } from '../src/audit/audit-event.js';
 import { AuditStore } from '../src/audit/audit-store.js';
@@ -28,7 +33,14 @@ import { auditRedactor } from '../src/audit/redact-event.js';
 import { migrate } from '../src/entries/ledger.js';
 import { defineKeyring } from '../src/index.js';
 import { benchToolEvent } from '../test/helpers/audit-sample.js';
-import { floorSql, guardedFloorSql } from './lib/audit-store-floors.js';
+import {
+  BATCH_FLOOR_TABLES,
+  batchFloorSql,
+  batchFloorTablesSql,
+  batchFloorValues,
+  floorSql,
+  guardedFloorSql,
+} from './lib/audit-store-floors.js';
 import { benchPolicy } from './lib/bench-policy.js';
 import { jsonLine } from './lib/json-line.js';
 import { storedBytes } from './lib/pg-size.js';
@@ -43,9 +55,9 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_STORE_CONCURRENCY ?? 2);
 const BATCH = 500;
 const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const TABLES = ['audit_events', 'audit_event_ids', 'audit_receipts', 'audit_chains'];
+const TABLES = ['audit_events', 'audit_event_ids', 'audit_receipts', 'audit_chains', ...BATCH_FLOOR_TABLES];
 
-const VARIANTS = ['store', 'guarded floor', 'floor'] as const;
+const VARIANTS = ['store', 'guarded floor', 'floor', 'batch floor'] as const;
 type Variant = (typeof VARIANTS)[number];
 
 const policy = benchPolicy(defineKeyring({ keys: [{ id: 'k1', secret: randomBytes(32) }] }));
@@ -66,6 +78,8 @@ function batchesOf(part: string): string[] {
 }
 const warmUp = batchesOf('warm-up');
 const batches = batchesOf('measured');
+/** Each batch's payload as the emitter compresses it (batch-codec.ts, level 1): what the writer receives. */
+const payloads = new Map([...warmUp, ...batches].map((json) => [json, deflateRawSync(json, { level: 1 })]));
 
 type Measure = { perSecond: number; pgUs: number; nodeUs: number; wal: number; bytes: number; parts: string };
 
@@ -76,7 +90,13 @@ async function measure(variant: Variant, round: number): Promise<Measure> {
   await pool.query(`drop schema if exists ${schema} cascade`);
   await migrate({ pool, schema });
   const store = new AuditStore(pool, schema, policy);
-  const statement = variant === 'floor' ? floorSql(schema) : guardedFloorSql(schema);
+  if (variant === 'batch floor') await pool.query(batchFloorTablesSql(schema));
+  const statement =
+    variant === 'floor'
+      ? floorSql(schema)
+      : variant === 'batch floor'
+        ? batchFloorSql(schema)
+        : guardedFloorSql(schema);
   const name = `bench_${schema}`;
   const storeAll = async (texts: string[]) => {
     let next = 0;
@@ -84,6 +104,8 @@ async function measure(variant: Variant, round: number): Promise<Measure> {
       while (next < texts.length) {
         const json = texts[next++] as string;
         if (variant === 'store') await store.writeBatch(JSON.parse(json) as unknown[], json, true);
+        else if (variant === 'batch floor')
+          await pool.query({ name, text: statement, values: batchFloorValues(json, payloads.get(json) as Buffer) });
         else await pool.query({ name, text: statement, values: [json] });
       }
     };
@@ -102,7 +124,8 @@ async function measure(variant: Variant, round: number): Promise<Measure> {
   const node = process.cpuUsage(node0);
   const split = cpuSplit(cpu0, cpuSnapshot());
   const wal = await walSince(pool, wal0);
-  const rows = Number((await pool.query(`select count(*) as n from ${schema}.audit_events`)).rows[0].n);
+  const counted = variant === 'batch floor' ? 'audit_batch_event_ids' : 'audit_events';
+  const rows = Number((await pool.query(`select count(*) as n from ${schema}.${counted}`)).rows[0].n);
   if (rows !== 2 * EVENTS) throw new Error(`${variant} stored ${rows} rows of ${2 * EVENTS} events`);
   const size = await storedBytes(pool, schema, TABLES);
   // What the measured events added, per table.
@@ -164,11 +187,13 @@ printTable(
     ['store / floor, Postgres CPU', rounds(perRoundRatios(of('store', 'pgUs'), of('floor', 'pgUs')))],
     ['store / guarded floor, WAL', rounds(perRoundRatios(of('store', 'wal'), of('guarded floor', 'wal')))],
     ['store / floor, WAL', rounds(perRoundRatios(of('store', 'wal'), of('floor', 'wal')))],
+    ['batch floor / store, WAL', rounds(perRoundRatios(of('batch floor', 'wal'), of('store', 'wal')))],
+    ['batch floor / store, bytes', rounds(perRoundRatios(of('batch floor', 'bytes'), of('store', 'bytes')))],
   ],
 );
 const figures: Record<string, number> = {};
 for (const v of VARIANTS) {
-  const key = v.replace(' ', '_');
+  const key = v.replaceAll(' ', '_');
   figures[`${key}_per_s`] = Math.round(med(v, 'perSecond'));
   figures[`${key}_postgres_cpu_us_per_event`] = Math.round(med(v, 'pgUs') * 10) / 10;
   figures[`${key}_node_cpu_us_per_event`] = Math.round(med(v, 'nodeUs') * 10) / 10;
