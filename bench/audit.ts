@@ -11,7 +11,9 @@
  *   pipeline figure. A third mode in the same rounds, the transport floor
  *   (bench/lib/audit-transport-floor.ts: the events made, batched, deflated and queued as the
  *   emitter does, with no redaction or check), gives `1 − floor/off`: what this design's transport
- *   costs before redaction.
+ *   costs before redaction; a fourth, the guarded transport floor (the same, each event redacted by
+ *   the emitter's redactor first, and nothing else: no check, no limits, no outbox), gives
+ *   `1 − guarded/off`: what any emitter that redacts on the worker's side costs at least.
  * - verify: the hash chains the pipeline wrote, walked whole (events/s).
  * Timings on a shared 2-core machine are noisy: figures are reported, never asserted. The last line
  * of stdout is one JSON object. Env: BENCH_AUDIT_EVENTS, BENCH_AUDIT_BURSTS, BENCH_JOBS and
@@ -333,8 +335,8 @@ async function pipeline(
 /** A wrapper round's jobs/s, and this process's CPU per job (µs: the worker's own, audit on or off). */
 type RoundResult = { perSecond: number; cpuUsPerJob: number };
 
-/** A wrapper round's audit trail: none, the emitter (redaction and checks), or the transport floor alone. */
-type AuditMode = 'off' | 'on' | 'floor';
+/** A wrapper round's audit trail: none, the emitter (redaction and checks), the transport floor alone, or with redaction. */
+type AuditMode = 'off' | 'on' | 'floor' | 'guarded';
 
 async function wrapperRound(
   ledger: PostgresLedger,
@@ -372,7 +374,9 @@ async function wrapperRound(
       ? new AuditEmitter({ queue: auditQueue, pool, schema, redact: emitterRedact })
       : mode === 'floor'
         ? new AuditTransportFloor(auditQueue)
-        : undefined;
+        : mode === 'guarded'
+          ? new AuditTransportFloor(auditQueue, undefined, emitterRedact)
+          : undefined;
   let effects = 0;
   let done = 0;
   const started = performance.now();
@@ -455,11 +459,11 @@ try {
   // The pipeline leaves ~0.3 GB of WAL and dirty pages behind; flush them now rather than in a
   // checkpoint that would land in the middle of the wrapper rounds (needs superuser; best effort).
   await pool.query('checkpoint').catch(() => log('checkpoint refused (not a superuser): the rounds may overlap one'));
-  const rounds: Record<AuditMode, RoundResult[]> = { off: [], on: [], floor: [] };
-  const modes: AuditMode[] = ['off', 'on', 'floor'];
+  const rounds: Record<AuditMode, RoundResult[]> = { off: [], on: [], floor: [], guarded: [] };
+  const modes: AuditMode[] = ['off', 'on', 'floor', 'guarded'];
   for (let r = 0; r < ROUNDS; r++) {
     log(`wrapper round ${r + 1}/${ROUNDS}...`);
-    // Each mode first, second and third in turn.
+    // Each mode first, second, third and fourth in turn.
     for (let i = 0; i < modes.length; i++) {
       const mode = modes[(r + i) % modes.length] as AuditMode;
       rounds[mode].push(await wrapperRound(ledger, pool, mode, r));
@@ -473,9 +477,12 @@ try {
   const overhead = 1 - median(perRoundRatios(on, off));
   const overheadOfMedians = 1 - median(on) / median(off);
   const floorOverhead = 1 - median(perRoundRatios(floor, off));
+  const guarded = rounds.guarded.map((x) => x.perSecond);
+  const guardedOverhead = 1 - median(perRoundRatios(guarded, off));
   const cpuOn = median(rounds.on.map((x) => x.cpuUsPerJob));
   const cpuOff = median(rounds.off.map((x) => x.cpuUsPerJob));
   const cpuFloor = median(rounds.floor.map((x) => x.cpuUsPerJob));
+  const cpuGuarded = median(rounds.guarded.map((x) => x.cpuUsPerJob));
   const series = (xs: number[], m: number) => `${xs.map((x) => Math.round(x)).join(' / ')}  (median ${Math.round(m)})`;
   printTable(
     ['measure', 'value'],
@@ -508,9 +515,11 @@ try {
             ],
             ['wrapper, audit transport floor, jobs/s', series(floor, median(floor))],
             ['transport floor overhead (median of rounds)', floorOverhead.toFixed(3)],
+            ['wrapper, guarded transport floor (redacted), jobs/s', series(guarded, median(guarded))],
+            ['guarded transport floor overhead (median of rounds)', guardedOverhead.toFixed(3)],
             [
-              'worker CPU µs per job, audit off / on / transport floor',
-              `${Math.round(cpuOff)} / ${Math.round(cpuOn)} / ${Math.round(cpuFloor)}`,
+              'worker CPU µs per job, audit off / on / transport floor / guarded',
+              `${Math.round(cpuOff)} / ${Math.round(cpuOn)} / ${Math.round(cpuFloor)} / ${Math.round(cpuGuarded)}`,
             ],
           ]),
     ],
@@ -539,6 +548,8 @@ try {
     worker_cpu_us_per_job_on: PIPELINE_ONLY ? null : Math.round(cpuOn),
     transport_floor_overhead: PIPELINE_ONLY ? null : Number(floorOverhead.toFixed(3)),
     worker_cpu_us_per_job_floor: PIPELINE_ONLY ? null : Math.round(cpuFloor),
+    guarded_floor_overhead: PIPELINE_ONLY ? null : Number(guardedOverhead.toFixed(3)),
+    worker_cpu_us_per_job_guarded: PIPELINE_ONLY ? null : Math.round(cpuGuarded),
   });
 } finally {
   if (writer) {

@@ -6,7 +6,9 @@
  * BullMQ job per 500 events or 50 ms (`auditBatchJobOf`, the emitter's defaults); a tool
  * decision's promise settles when its batch is added, as `recordDurable`'s does. No redaction, no
  * schema check, no size limit, no outbox: `1 − floor/off` is the share of the worker's rate that
- * making and queueing the events costs before any of those.
+ * making and queueing the events costs before any of those. Given `redact` (the emitter's
+ * redactor), each event is redacted before it is written, and nothing else is added: the guarded
+ * transport floor, what an emitter that redacts on the worker's side costs at least.
  */
 import type { Queue } from 'bullmq';
 import type { AuditEvent } from '../../src/audit/audit-event.js';
@@ -29,6 +31,7 @@ export class AuditTransportFloor {
   constructor(
     private readonly queue: Queue,
     private readonly actorId = `worker:${process.pid}`,
+    private readonly redact?: (event: AuditEvent) => AuditEvent,
   ) {}
 
   emit(event: WrapperEvent): void | Promise<void> {
@@ -57,7 +60,7 @@ export class AuditTransportFloor {
   }
 
   private add(event: AuditEvent): void {
-    const added = this.batch.add(event);
+    const added = this.batch.add(this.redact ? this.redact(event) : event);
     if (!('added' in added))
       throw new Error(`transport floor: an event was not serialisable (${JSON.stringify(added)})`);
     this.held++;
