@@ -66,6 +66,13 @@ export class AuditStore {
   private readonly insertName: string | undefined;
   private readonly freshName: string | undefined;
   private readonly absorbingName: string | undefined;
+  /**
+   * The timeline's reads (`events`), by task and by operation. Named, so that a connection plans
+   * each once and keeps its generic plan after the custom ones Postgres tries first (see
+   * lookup-sql.ts: planning it is what a read costs with many partitions).
+   */
+  private readonly byTaskName: string | undefined;
+  private readonly byOperationName: string | undefined;
   private readonly structure: (e: AuditEvent) => AuditEvent;
   /** Analyzes a young `audit_event_ids` as it grows, so that the insert's cached plan uses its index. */
   private readonly statistics: StatisticsRefresh | undefined;
@@ -116,6 +123,8 @@ export class AuditStore {
     this.freshName = prepared ? statementName('audit_insert_fresh', s) : undefined;
     this.insertName = prepared ? statementName('audit_insert', s) : undefined;
     this.absorbingName = prepared ? statementName('audit_insert_absorbing', s) : undefined;
+    this.byTaskName = prepared ? statementName('audit_events_by_task', s) : undefined;
+    this.byOperationName = prepared ? statementName('audit_events_by_operation', s) : undefined;
     this.statistics = prepared ? new StatisticsRefresh(pool, `${s}.audit_event_ids`) : undefined;
     this.table = `${s}.audit_events`;
     this.deadLetter = `${s}.audit_dead_letter`;
@@ -400,7 +409,9 @@ export class AuditStore {
     // Both the value and its refs: a value kept in clear now (a ULID, a declared format) may have
     // been stored as its ref by an earlier version or under another policy.
     const values = this.storedForms(value);
-    const res = await this.pool.query(
+    const res = await runStatement(
+      this.pool,
+      byTask ? this.byTaskName : this.byOperationName,
       `select ${select} from ${this.table} e where ${lookupSql('e', byTask ? 'task_id' : 'operation_id', '$1::text[]')} ${order}`,
       [values],
     );

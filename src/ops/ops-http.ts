@@ -102,7 +102,7 @@ export function opsHttpServer(p: OpsHttpParts): OpsHttpServer {
         pool,
         schema: config.schema,
         ledger: p.ledger,
-        store: new AuditStore(pool, config.schema, p.auditPolicy),
+        store: new AuditStore(pool, config.schema, p.auditPolicy, { preparedStatements: config.preparedStatements }),
         policy: p.auditPolicy,
         keyring: config.keyring,
         queue: queueOf,

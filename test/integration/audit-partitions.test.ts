@@ -239,6 +239,38 @@ describe('one stored row per event id on a partitioned table', () => {
     expect(await held).toMatchObject({ inserted: 1, duplicates: 1 });
   });
 
+  it('the timeline’s read of a task is planned once on a connection: its generic plan, holding every partition, serves the reads after', async () => {
+    // A read by task names no partition key, so its plan holds every partition: planned at each
+    // read, that cost 20–70 ms with a year of daily partitions (docs/performance.md).
+    const at = new Date();
+    const events = ['plan-a', 'plan-b', 'plan-c'].map((id) => event(id, at, { taskId: 'task-plan' }));
+    await store.writeBatch([...events, event('plan-other', at, { taskId: 'task-plan-other' })]);
+    const client = new pg.Client({ connectionString: t.databaseUrl });
+    await client.connect();
+    try {
+      const own = new AuditStore(client as unknown as pg.Pool, t.schema);
+      await client.query(`analyze ${t.schema}.audit_events`);
+      for (let i = 0; i < 8; i++) {
+        const read = await own.events({ taskId: 'task-plan' });
+        expect(read.map((e) => e.eventId).sort()).toEqual(events.map((e) => e.eventId).sort());
+      }
+      const plans = (
+        await client.query<{ generic_plans: string; custom_plans: string }>(
+          `select generic_plans, custom_plans from pg_prepared_statements where statement like '%' || $1 || '.audit_events e where%'`,
+          [t.schema],
+        )
+      ).rows;
+      // Postgres tries five custom plans, then keeps the generic one: the later reads are not planned.
+      expect(plans).toHaveLength(1);
+      expect(Number(plans[0]?.custom_plans)).toBe(5);
+      expect(Number(plans[0]?.generic_plans)).toBe(3);
+      // By operation: a statement of its own, as correct.
+      expect(await own.events({ operationKey: 'no-such-operation' })).toEqual([]);
+    } finally {
+      await client.end();
+    }
+  });
+
   it('an event far from every partition gets its partition made, and is stored', async () => {
     const far = new Date(Date.now() + 400 * DAY);
     const e = event('far-ahead', far);
