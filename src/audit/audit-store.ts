@@ -80,6 +80,13 @@ export class AuditStore {
   absorbed = 0;
   /** Batches whose fresh insert met an id stored before and ran again looking their ids up (see `freshSql`). */
   lookedUp = 0;
+  /**
+   * Set when a fresh insert met an id stored before: the batches that follow look their ids up
+   * first, until one of them turns out to hold only new events. A backfill or a redelivery sends
+   * run after run of stored events, and each fresh insert that fails costs a statement and a line
+   * of Postgres's error log.
+   */
+  private lookUpFirst = false;
   /** Batches that Postgres failed to break a deadlock with writers storing the same ids, and that ran again (see `run`). */
   deadlocks = 0;
   /**
@@ -285,22 +292,27 @@ export class AuditStore {
 
   /**
    * The fresh insert; on an id stored before (nothing of the batch written), the plain one; on a
-   * stored row's conflict there, the absorbing one. Each runs on a chain slot of its own while it
-   * runs (see `chainSlots`).
+   * stored row's conflict there, the absorbing one. After a fresh insert met a stored id, the
+   * plain one first (see `lookUpFirst`). Each runs on a chain slot of its own while it runs (see
+   * `chainSlots`).
    */
   private async runOnce(json: string, chain: BatchDigests): Promise<number> {
     const slot = this.freeSlots.pop() ?? this.nextShared++ % this.chainSlots;
     try {
-      if (this.freshFirst) {
+      if (this.freshFirst && !this.lookUpFirst) {
         try {
           return await this.chained(this.freshName, this.freshSql, json, slot, chain);
         } catch (err) {
           if (!isUniqueViolation(err)) throw err;
           this.lookedUp++;
+          this.lookUpFirst = true;
         }
       }
       try {
-        return await this.chained(this.insertName, this.insertSql, json, slot, chain);
+        const inserted = await this.chained(this.insertName, this.insertSql, json, slot, chain);
+        // Every event new: the next batch is tried fresh again.
+        if (inserted === chain.micros.length) this.lookUpFirst = false;
+        return inserted;
       } catch (err) {
         if (!isUniqueViolation(err)) throw err;
         this.absorbed++;

@@ -124,7 +124,9 @@ export function auditInsertSql(s: string, mode: InsertMode, chained = true, rece
       lost as (
         update ${ids} i set created_at = k.created_at from k
         where k.stored_at is not null and i.event_id = k.event_id and i.xmin = k.stored_version
-          and not exists (select 1 from ${table} e where e.created_at = i.created_at and e.event_id = i.event_id)
+          -- The ids' table collates event_id "C", audit_events by the default: only an id of the
+          -- default collation probes audit_events' key on both its columns, not on the time alone.
+          and not exists (select 1 from ${table} e where e.created_at = i.created_at and e.event_id = i.event_id collate "default")
         returning i.event_id, i.created_at
       )`
       }${

@@ -457,7 +457,8 @@ async function lostIds(db: SqlRunner, s: string, day: string): Promise<string[]>
   const res = await db.query(
     `select i.event_id from ${s}.audit_event_ids i
      where i.created_at >= ($1::timestamp at time zone 'UTC') and i.created_at < (($1::timestamp + interval '1 day') at time zone 'UTC')
-       and not exists (select 1 from ${s}.audit_events e where e.created_at = i.created_at and e.event_id = i.event_id)
+       -- The ids' table collates event_id "C": the default collation's id probes audit_events' key on both columns.
+       and not exists (select 1 from ${s}.audit_events e where e.created_at = i.created_at and e.event_id = i.event_id collate "default")
      order by i.created_at, i.event_id`,
     [day],
   );

@@ -11,6 +11,7 @@ import { sweepLedger } from '../../src/jobs/ledger-sweeper.js';
 import type { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
 import { TestContext } from '../helpers/context.js';
 import { acquireClaim, payClaim } from '../helpers/ledger-claims.js';
+import { tableScans } from '../helpers/table-stats.js';
 
 const t = new TestContext('audit_parts');
 const DAY = 86_400_000;
@@ -205,6 +206,8 @@ describe('one stored row per event id on a partitioned table', () => {
   });
 
   it('a batch of new events touches no partition but its own: one locked (a retention drop, maintenance) does not hold it up', async () => {
+    // A store of its own: one that met a stored id lately looks ids up first (see the next test).
+    const store = new AuditStore(pool, t.schema);
     const old = event('locked-day', new Date(Date.now() - 20 * DAY));
     await store.writeBatch([old]);
     const partition = (
@@ -269,6 +272,48 @@ describe('one stored row per event id on a partitioned table', () => {
     } finally {
       await client.end();
     }
+  });
+
+  it('after a batch met a stored id, the next look their ids up first, until one holds only new events', async () => {
+    const own = new AuditStore(pool, t.schema);
+    const at = new Date();
+    const stored = event('run-stored', at);
+    await own.writeBatch([stored]);
+    expect(own.lookedUp).toBe(0);
+    // A backfill's or a redelivery's run: the first batch is tried fresh, fails whole on the
+    // stored id (a statement, and a line of Postgres's error log), and is looked up.
+    expect(await own.writeBatch([stored, event('run-1', at)])).toEqual({ inserted: 1, duplicates: 1, deadLettered: 0 });
+    expect(own.lookedUp).toBe(1);
+    // The batches after it are looked up first: none is tried fresh.
+    for (const id of ['run-2', 'run-3', 'run-4']) {
+      expect(await own.writeBatch([stored, event(id, at)])).toEqual({ inserted: 1, duplicates: 1, deadLettered: 0 });
+    }
+    expect(own.lookedUp).toBe(1);
+    // A batch of new events only (looked up too): the next is tried fresh again, and falls back.
+    expect(await own.writeBatch([event('run-5', at), event('run-6', at)])).toMatchObject({ inserted: 2 });
+    expect(own.lookedUp).toBe(1);
+    expect(await own.writeBatch([stored, event('run-7', at)])).toMatchObject({ inserted: 1, duplicates: 1 });
+    expect(own.lookedUp).toBe(2);
+    for (const id of ['run-stored', 'run-1', 'run-2', 'run-3', 'run-4', 'run-5', 'run-6', 'run-7']) {
+      expect(await rowsOf(t.schema, eventIdFor('parts', id))).toEqual([at.toISOString()]);
+    }
+  });
+
+  it('a batch of stored events sent again reads each stored row through the whole key, not every row of its time', async () => {
+    // Events of one time (a burst within a millisecond, or a backfill's): 2,000 stored.
+    const own = new AuditStore(pool, t.schema);
+    const at = new Date(Date.now() - 3 * DAY);
+    const events = Array.from({ length: 2_000 }, (_, i) => event(`one-time-${i}`, at));
+    for (let i = 0; i < events.length; i += 500) await own.writeBatch(events.slice(i, i + 500));
+    const partition = partitionFor(at).name;
+    const before = await tableScans(t, pool, partition);
+    // Sent again: each id is looked up, and its row probed in audit_events (is it lost?).
+    expect(await own.writeBatch(events.slice(0, 500))).toEqual({ inserted: 0, duplicates: 500, deadLettered: 0 });
+    const after = await tableScans(t, pool, partition);
+    // One row read a probe: the ids' table collates event_id "C", and an id of that collation
+    // probed audit_events' key by the time alone, reading all 2,000 rows of that time each time.
+    expect(after.rows - before.rows).toBeLessThanOrEqual(2 * 500);
+    expect(after.idx - before.idx).toBeGreaterThan(0);
   });
 
   it('an event far from every partition gets its partition made, and is stored', async () => {

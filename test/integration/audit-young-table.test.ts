@@ -52,10 +52,11 @@ describe('a young audit_event_ids table', () => {
   it('once it has grown past the checks, batches no longer read it whole', async () => {
     expect(await store.writeBatch([first])).toMatchObject({ inserted: 1 });
     // Plans of the looking-up insert made on a nearly empty table: five custom plans, then the
-    // cached generic one.
+    // cached generic one. The first batch is tried fresh and falls back; the store then looks the
+    // ids of the next ones up first.
     const lookedUp = store.lookedUp;
     for (let i = 0; i < 8; i++) await write(BATCH, BATCH, true);
-    expect(store.lookedUp - lookedUp).toBe(8);
+    expect(store.lookedUp - lookedUp).toBe(1);
     // Past the check at 100,000: below some 20,000 to 35,000 ids, reading them whole is the
     // cheapest plan even with fresh statistics (see statistics-refresh.ts).
     const at = 100_000;
@@ -73,10 +74,13 @@ describe('a young audit_event_ids table', () => {
     const after = await scans();
     expect(after.idx - before.idx).toBeGreaterThan(0);
     expect(after.seq - before.seq).toBe(0);
-    // Batches of new events: the table is not read at all.
+    // Batches of new events: after the first (looked up, as the batches before it held a stored
+    // id), the table is not read at all.
+    await write(BATCH);
+    const next = await scans();
     await write(20 * BATCH);
     const fresh = await scans();
-    expect(fresh.idx - after.idx).toBe(0);
-    expect(fresh.seq - after.seq).toBe(0);
+    expect(fresh.idx - next.idx).toBe(0);
+    expect(fresh.seq - next.seq).toBe(0);
   }, 120_000);
 });
