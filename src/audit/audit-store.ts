@@ -87,7 +87,7 @@ export class AuditStore {
    * of Postgres's error log.
    */
   private lookUpFirst = false;
-  /** Batches that Postgres failed to break a deadlock with writers storing the same ids, and that ran again (see `run`). */
+  /** Batches run again after Postgres failed their statement to break a deadlock with a writer storing the same ids (see `run`). */
   deadlocks = 0;
   /**
    * The fresh insert runs first on a pool, where a statement that fails is rolled back alone. Given a
