@@ -10,7 +10,7 @@
  * them: a plan for some values costs what the generic plan costs, and Postgres keeps the generic
  * plan of a named statement after its first custom ones. The read names no partition key, so its
  * plan holds every partition of audit_events: with a year of daily partitions, planning it costs
- * 20–70 ms and running it a few.
+ * 20–70 ms and running it a few milliseconds.
  */
 export const lookupSql = (a: string, column: 'task_id' | 'operation_id', values: string) =>
   `hashtextextended(${a}.${column}, 0) = any(array(select hashtextextended(v, 0) from unnest(${values}) v))
