@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { checkSchema, DEFAULT_SCHEMA } from '../db/connection.js';
+import { retryingDeadlock } from '../db/deadlock-retry.js';
 import { type PoolLogger, watchPoolErrors } from '../db/pool-errors.js';
 import { DEFAULT_PREPARED_STATEMENTS, runStatement } from '../db/prepared-statements.js';
 import { statementName } from '../db/statement-name.js';
@@ -280,14 +281,12 @@ export class AuditStore {
    * single client (perhaps in the caller's transaction, which the failure aborted) it is thrown.
    */
   private async run(json: string, chain: BatchDigests): Promise<number> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.runOnce(json, chain);
-      } catch (err) {
-        if (!this.freshFirst || !isDeadlock(err) || attempt >= DEADLOCK_ATTEMPTS) throw err;
-        this.deadlocks++;
-      }
-    }
+    if (!this.freshFirst) return this.runOnce(json, chain);
+    return retryingDeadlock(
+      () => this.runOnce(json, chain),
+      DEADLOCK_RUNS,
+      () => this.deadlocks++,
+    );
   }
 
   /**
@@ -481,13 +480,8 @@ const UNIQUE_VIOLATION = '23505';
 
 const isUniqueViolation = (err: unknown) => (err as { code?: unknown }).code === UNIQUE_VIOLATION;
 
-/** SQLSTATE of a deadlock Postgres broke by failing this statement. */
-const DEADLOCK_DETECTED = '40P01';
-
-const isDeadlock = (err: unknown) => (err as { code?: unknown }).code === DEADLOCK_DETECTED;
-
 /** Runs of a batch's insert, the first included, before a deadlock is thrown. */
-const DEADLOCK_ATTEMPTS = 5;
+const DEADLOCK_RUNS = 5;
 
 /** The events a chained insert stored: its one row's count (see `auditInsertSql`). */
 const insertedOf = (r: pg.QueryResult<{ inserted: number }>) => r.rows[0]?.inserted ?? 0;

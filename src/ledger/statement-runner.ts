@@ -1,5 +1,6 @@
 import { CompiledQuery } from 'kysely';
 import type pg from 'pg';
+import { retryingDeadlock } from '../db/deadlock-retry.js';
 import { runStatement } from '../db/prepared-statements.js';
 import { statementName } from '../db/statement-name.js';
 import type { LedgerExecutor } from './ledger-options.js';
@@ -18,6 +19,9 @@ import { tablesOf } from './sql/statement.js';
  * statements (or unnamed, `preparedStatements: false`), on a client of the pool inside its
  * transaction, or on a kysely transaction of the caller's.
  */
+/** Runs of a ledger statement, the first included, before a deadlock is thrown. */
+const DEADLOCK_RUNS = 6;
+
 export class StatementRunner {
   private readonly texts: Record<StatementName, string>;
   /** Prepared-statement names; empty when statements run unnamed. */
@@ -60,12 +64,6 @@ export class StatementRunner {
     name: N,
     params: ParamsOf<N>,
   ): Promise<RowOf<N>[]> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.run(name, params);
-      } catch (err) {
-        if ((err as { code?: string }).code !== '40P01' || attempt >= 5) throw err;
-      }
-    }
+    return retryingDeadlock(() => this.run(name, params), DEADLOCK_RUNS);
   }
 }
