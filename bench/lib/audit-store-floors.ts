@@ -30,6 +30,18 @@ export const guardedFloorSql = (s: string) =>
    order by x."createdAt", x."eventId"`;
 
 /**
+ * The rows of a batch taken to be new, one row per event id, as the store's first statement takes
+ * them (`auditInsertSql`'s `fresh` mode: no lookup; an id stored before fails it whole), without
+ * the chain or the receipts: the pipeline floor's statement (`bench:audit`, floor-store.ts).
+ */
+export const freshFloorSql = (s: string) =>
+  `with x as (select * from jsonb_to_recordset($1::jsonb) as x(${read})),
+   c as (select distinct on (x."eventId") * from x order by x."eventId", x."createdAt"),
+   fresh as (insert into ${s}.audit_event_ids (event_id, created_at) select x."eventId", x."createdAt" from c x)
+   insert into ${s}.audit_events (${names})
+   select ${values} from c x order by x."createdAt", x."eventId"`;
+
+/**
  * A store of batches: each batch one row holding its compressed payload (as the emitter sent it),
  * and per event only what finds it again: its id, unique (one stored event per id), with its
  * time and batch, and the batch under each of its tasks and operations (the timeline's lookups).

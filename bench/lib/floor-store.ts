@@ -1,13 +1,14 @@
 /**
  * Preloaded (`--import`) into the writer process by `bench:audit` when `BENCH_AUDIT_PIPELINE=floor`:
- * the audit store then stores each batch's text with the guarded floor's statement
- * (audit-store-floors.ts: the rows and one row per event id, nothing else), without checking its
+ * the audit store then stores each batch's text with the fresh floor's statement
+ * (audit-store-floors.ts: the rows and one row per event id, taken to be new as the store's first
+ * statement takes them, nothing else), without checking its
  * events, redacting them again or computing the chain's digests. The writer still takes each
  * job off the queue and decodes it (inflate, JSON.parse) as it does. Never loaded outside the
  * benchmark.
  */
 import { AuditStore } from '../../src/audit/audit-store.js';
-import { guardedFloorSql } from './audit-store-floors.js';
+import { freshFloorSql } from './audit-store-floors.js';
 
 type StoreInside = { pool: import('pg').Pool; schema: string };
 
@@ -18,7 +19,7 @@ type StoreInside = { pool: import('pg').Pool; schema: string };
 ) {
   const res = await this.pool.query({
     name: `bench_floor_${this.schema}`,
-    text: guardedFloorSql(this.schema),
+    text: freshFloorSql(this.schema),
     values: [json ?? JSON.stringify(raw)],
   });
   const inserted = res.rowCount ?? 0;
