@@ -69,19 +69,19 @@ const PROFILE_DIR = process.env.BENCH_CPU_PROFILE;
 /** `BENCH_AUDIT_CHAIN=off`: the writer stores events without the hash chain (bench/lib/unchained-store.ts). */
 const CHAINED = process.env.BENCH_AUDIT_CHAIN !== 'off';
 /**
- * `BENCH_AUDIT_PIPELINE=floor` (with `BENCH_AUDIT_ONLY=pipeline`): the pipeline's floor. The events,
- * redacted before each burst is timed, are written, batched, deflated and queued with no check
- * (bench/lib/audit-transport-floor.ts); the writer decodes each batch and stores it with the
- * guarded floor's statement, the rows and one row per event id, nothing else
- * (bench/lib/floor-store.ts). Alternate runs with and without it.
- */
-/**
  * `BENCH_AUDIT_PIPELINE=guarded`: the guarded pipeline floor. As the floor, but the events are made
  * and redacted by the emitter's redactor as they are emitted, inside the timed burst, as any
  * emitter that redacts on the worker's side must: the most a pipeline with redaction can carry on
  * this design, before any check, limit, outbox or chain.
  */
 const PIPELINE_GUARDED = process.env.BENCH_AUDIT_PIPELINE === 'guarded';
+/**
+ * `BENCH_AUDIT_PIPELINE=floor` (with `BENCH_AUDIT_ONLY=pipeline`): the pipeline's floor. The events,
+ * redacted before each burst is timed, are written, batched, deflated and queued with no check
+ * (bench/lib/audit-transport-floor.ts); the writer decodes each batch and stores it with the
+ * fresh floor's statement, the rows and one row per event id taken to be new, nothing else
+ * (bench/lib/floor-store.ts). Alternate runs with and without it.
+ */
 const PIPELINE_FLOOR = process.env.BENCH_AUDIT_PIPELINE === 'floor' || PIPELINE_GUARDED;
 if (PIPELINE_FLOOR && !PIPELINE_ONLY)
   throw new Error('BENCH_AUDIT_PIPELINE=floor or guarded runs with BENCH_AUDIT_ONLY=pipeline');

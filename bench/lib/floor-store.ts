@@ -1,5 +1,6 @@
 /**
- * Preloaded (`--import`) into the writer process by `bench:audit` when `BENCH_AUDIT_PIPELINE=floor`:
+ * Preloaded (`--import`) into the writer process by `bench:audit` when `BENCH_AUDIT_PIPELINE=floor`
+ * or `guarded`:
  * the audit store then stores each batch's text with the fresh floor's statement
  * (audit-store-floors.ts: the rows and one row per event id, taken to be new as the store's first
  * statement takes them, nothing else), without checking its
