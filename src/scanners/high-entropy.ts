@@ -84,16 +84,41 @@ function isLower(c: number): boolean {
   return c >= 97 && c <= 122;
 }
 
+/** Per ASCII code: 1 a digit, 2 a lower-case hex letter, 4 an upper-case one, 0 anything else. */
+const HEX_CLASS = (() => {
+  const t = new Uint8Array(128);
+  for (let c = 48; c <= 57; c++) t[c] = 1;
+  for (let c = 97; c <= 102; c++) t[c] = 2;
+  for (let c = 65; c <= 70; c++) t[c] = 4;
+  return t;
+})();
+
 /** A whole value that is a UUID (ids are the most common long runs of all), told without a regex. */
 function isUuid(text: string): boolean {
   if (text.length !== 36) return false;
   for (let i = 0; i < 36; i++) {
-    const c = text.charCodeAt(i) | 32;
+    const c = text.charCodeAt(i);
     if (i === 8 || i === 13 || i === 18 || i === 23) {
       if (c !== 45) return false;
-    } else if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
+    } else if ((c < 128 ? HEX_CLASS[c]! : 0) === 0) return false;
   }
   return true;
+}
+
+/**
+ * A whole value of hex digits of one case (a digest, a commit id), told in one loop with one
+ * branch a character (digits and letters alternate at random in hex): such a run is never judged
+ * random (see `randomRun`), so it needs no run found and no classes counted.
+ */
+function isHex(text: string): boolean {
+  let seen = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    const k = c < 128 ? HEX_CLASS[c]! : 0;
+    if (k === 0) return false;
+    seen |= k;
+  }
+  return (seen & 6) !== 6;
 }
 
 /**
@@ -137,7 +162,7 @@ export const highEntropyScanner: Scanner = {
   // A segment of 20, or a run whose separators (`+ / _ -`) cut it into shorter ones.
   gate: (f) => alnumRun(f) >= 20 || (f & (F_SLASH | F_DASH)) !== 0,
   scan(text, sink) {
-    if (isUuid(text)) return text;
+    if (isUuid(text) || isHex(text)) return text;
     return replaceRuns(text, (m) => {
       if (!tokenLike(m)) return m;
       sink.hit('high_entropy');

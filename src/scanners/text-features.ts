@@ -37,7 +37,8 @@ const FLAGS = F_AT | F_UPPER | F_DASH | F_ASSIGN | F_DOT | F_SPACE | F_NONASCII 
 /** Table-only bits (cleared from the result). */
 const DIGIT = 1 << 27;
 const RUN_SEPARATOR = 1 << 28;
-const ALNUM = 1 << 29;
+const ALNUM_BIT = 29;
+const ALNUM = 1 << ALNUM_BIT;
 
 /** Flags per ASCII code, so the loop does one load per character instead of a chain of tests. */
 const TABLE = (() => {
@@ -65,9 +66,12 @@ const TABLE = (() => {
  * One pass over the text that tells the scanners whether they can possibly match: the e-mail
  * scanner needs an `@` and a dot, the card scanner a digit run of 13, and so on.
  *
- * Runs end far less often than they grow (a character ends a letter run only where a word ends),
- * so the longest ones are taken where a run ends and once after the loop, and a letter or digit
- * costs one increment per run it extends: every text of every event goes through here once.
+ * Every text of every event goes through here once, so the loop is written for the branch
+ * predictor: the letter-and-digit run is extended or reset by a mask, not a branch (in prose a
+ * word ends every few characters, at no predictable place), and the digit runs are looked at only
+ * at a digit or while one is open (most texts hold few digits, and none in most places). Within
+ * a digit run a separator may sit between digits (at most two in a row); a run already ended
+ * needs no separator counted, as a digit starts it again from nothing.
  */
 export function textFeatures(text: string): number {
   let digits = 0;
@@ -84,35 +88,25 @@ export function textFeatures(text: string): number {
     const c = text.charCodeAt(i);
     const f = c < 128 ? TABLE[c]! : F_NONASCII;
     flags |= f;
-    if ((f & ALNUM) === 0) {
-      // Ends the letter-and-digit run and the unseparated digit run; a separator may sit in a digit run.
-      if (alnum > maxAlnum) maxAlnum = alnum;
-      alnum = 0;
+    // All ones at a letter or digit, else zero: the run grows by one or starts again.
+    alnum = (alnum + 1) & -((f & ALNUM) >>> ALNUM_BIT);
+    if (alnum > maxAlnum) maxAlnum = alnum;
+    if ((f & DIGIT) !== 0) {
+      digits++;
+      pure++;
       if (pure > maxPure) maxPure = pure;
+      run++;
+      gap = 0;
+      if (run > maxRun) maxRun = run;
+    } else if (run !== 0) {
       pure = 0;
-      if (f & RUN_SEPARATOR && gap < 2) gap++;
+      if ((f & RUN_SEPARATOR) !== 0 && gap < 2) gap++;
       else {
         run = 0;
         gap = 0;
       }
-      continue;
-    }
-    alnum++;
-    if (f & DIGIT) {
-      pure++;
-      digits++;
-      run++;
-      gap = 0;
-      if (run > maxRun) maxRun = run;
-    } else {
-      if (pure > maxPure) maxPure = pure;
-      pure = 0;
-      run = 0;
-      gap = 0;
     }
   }
-  if (alnum > maxAlnum) maxAlnum = alnum;
-  if (pure > maxPure) maxPure = pure;
   return (
     (flags & FLAGS) |
     Math.min(digits, DIGITS_MASK) |
