@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { highEntropyScanner } from '../../src/scanners/high-entropy.js';
+import { secretPairScanner } from '../../src/scanners/secret-pair.js';
 import { textFeatures } from '../../src/scanners/text-features.js';
 
 /** The scanner's answer and its hits for one text. */
@@ -61,5 +62,61 @@ describe('the high-entropy scanner: whole-value shortcuts', () => {
     const key = '9fA3c7E1b04D6e8F2a5C9d1B7e3F0a6C';
     expect(scan(key).hits).toEqual(['high_entropy']);
     expect(scanInProse(key).hits).toEqual(['high_entropy']);
+  });
+});
+
+describe('the secret-pair scanner: the hint search before names are found', () => {
+  /** Names of pairs, some with a hint (`token`, `pw`, `Passwort`), most without. */
+  const names = fc.constantFrom(
+    'task',
+    'step',
+    'order',
+    'level',
+    'detail',
+    'attempt',
+    'user_name',
+    'x',
+    'token',
+    'api_key',
+    'pw',
+    'sessionId',
+    'Passwort',
+    'clé',
+    'PIN',
+  );
+  const values = fc.oneof(
+    fc.constantFrom('1000', 'charge', 'hunter2', 'Zx9#kq2!mP', 'eyJhbGciOiJIUzI1NiJ9', 'null', '${TOKEN}'),
+    fc.string({ minLength: 1, maxLength: 24 }),
+  );
+  const pair = fc
+    .tuple(names, fc.constantFrom('=', ': ', ' = ', '=>', '":"'), values)
+    .map(([n, sep, v]) => `${n}${sep}${v}`);
+  const texts = fc.array(pair, { minLength: 1, maxLength: 4 }).map((ps) => ps.join(' '));
+
+  it('finds nothing in a text the hint search passes over', () => {
+    let skipped = 0;
+    fc.assert(
+      fc.property(texts, (text) => {
+        if (secretPairScanner.mayMatch?.(text) !== false) return;
+        skipped++;
+        const hits: string[] = [];
+        expect(secretPairScanner.scan(text, { hit: (r) => hits.push(r) }, textFeatures(text))).toBe(text);
+        expect(hits).toEqual([]);
+      }),
+      { numRuns: 3000 },
+    );
+    expect(skipped).toBeGreaterThan(100);
+  });
+
+  it('still finds a secret under a hinted name', () => {
+    expect(secretPairScanner.mayMatch?.('password=Zx9#kq2!mP')).toBe(true);
+    const hits: string[] = [];
+    const out = secretPairScanner.scan(
+      'password=Zx9#kq2!mP',
+      { hit: (r) => hits.push(r) },
+      textFeatures('password=Zx9#kq2!mP'),
+    );
+    expect(out).not.toContain('Zx9#kq2!mP');
+    expect(hits).toEqual(['secret_pair']);
   });
 });
