@@ -85,7 +85,7 @@ describe('the secret-pair scanner: the hint search before names are found', () =
     'PIN',
   );
   const values = fc.oneof(
-    fc.constantFrom('1000', 'charge', 'hunter2', 'Zx9#kq2!mP', 'eyJhbGciOiJIUzI1NiJ9', 'null', '${TOKEN}'),
+    fc.constantFrom('1000', 'charge', 'hunter2', 'Zx9#kq2!mP', 'eyJhbGciOiJIUzI1NiJ9', 'null', '{{TOKEN}}'),
     fc.string({ minLength: 1, maxLength: 24 }),
   );
   const pair = fc
