@@ -13,7 +13,7 @@ type StoreInside = {
   schema: string;
   freshSql: string;
   absorbingSql: string;
-  chained(name: string | undefined, text: string, json: string): Promise<number>;
+  chained(name: string | undefined, text: string, json: string | Buffer): Promise<number>;
   digests(events: readonly unknown[]): { digests: Buffer; micros: string[] };
 };
 

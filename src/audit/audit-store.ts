@@ -145,12 +145,13 @@ export class AuditStore {
 
   /**
    * Validates and writes a batch; invalid events are dead-lettered.
-   * @param json the batch's JSON text, when `raw` was parsed from it (the writer's case): if every
-   * event passes as it is, the text goes to Postgres without being serialised again.
+   * @param json the batch's JSON text, or jsonb's binary form of it ({@link BatchJson}), when
+   * `raw` was parsed from it (the writer's case): if every event passes as it is, it goes to
+   * Postgres without being serialised again.
    * @param redacted the batch's events were redacted by an emitter under this store's policy: its
    * tag holds ({@link trustsBatch}); each event is still checked, but not redacted again.
    */
-  async writeBatch(raw: unknown[], json?: string, redacted = false): Promise<WriteBatchResult> {
+  async writeBatch(raw: unknown[], json?: BatchJson, redacted = false): Promise<WriteBatchResult> {
     const valid: AuditEvent[] = [];
     const invalid: DeadLetter[] = [];
     let asIs = json !== undefined;
@@ -180,7 +181,7 @@ export class AuditStore {
     let inserted = 0;
     if (valid.length > 0) {
       try {
-        inserted = await this.insert(asIs ? (json as string) : JSON.stringify(valid), this.digests(valid));
+        inserted = await this.insert(asIs ? (json as BatchJson) : JSON.stringify(valid), this.digests(valid));
       } catch (err) {
         if (!isDataError(err)) throw err; // Postgres unreachable and the like: BullMQ retries the batch
         // An event Postgres cannot store (a NUL character, a lone surrogate in a JSON string...)
@@ -235,13 +236,13 @@ export class AuditStore {
     return { digests: out, micros };
   }
 
-  private async insert(json: string, chain: BatchDigests): Promise<number> {
+  private async insert(json: BatchJson, chain: BatchDigests): Promise<number> {
     const inserted = await this.insertOnce(json, chain);
     this.statistics?.add(inserted);
     return inserted;
   }
 
-  private async insertOnce(json: string, chain: BatchDigests): Promise<number> {
+  private async insertOnce(json: BatchJson, chain: BatchDigests): Promise<number> {
     try {
       return await this.run(json, chain);
     } catch (err) {
@@ -255,7 +256,7 @@ export class AuditStore {
   }
 
   /** The oldest and newest time of a batch: from the writer's times, or the batch's text when it has none. */
-  private async timeRange(json: string, chain: BatchDigests): Promise<{ oldest: Date; newest: Date }> {
+  private async timeRange(json: BatchJson, chain: BatchDigests): Promise<{ oldest: Date; newest: Date }> {
     if (chain.micros.length > 0) {
       // Milliseconds, rounded down: a partition holds whole days.
       const ms = chain.micros.map((m) => {
@@ -280,7 +281,7 @@ export class AuditStore {
    * and ids in a cycle; the statement that Postgres fails wrote nothing, and runs again. On a
    * single client (perhaps in the caller's transaction, which the failure aborted) it is thrown.
    */
-  private async run(json: string, chain: BatchDigests): Promise<number> {
+  private async run(json: BatchJson, chain: BatchDigests): Promise<number> {
     if (!this.freshFirst) return this.runOnce(json, chain);
     return retryingDeadlock(
       () => this.runOnce(json, chain),
@@ -295,7 +296,7 @@ export class AuditStore {
    * plain one first (see `lookUpFirst`). Each runs on a chain slot of its own while it runs (see
    * `chainSlots`).
    */
-  private async runOnce(json: string, chain: BatchDigests): Promise<number> {
+  private async runOnce(json: BatchJson, chain: BatchDigests): Promise<number> {
     const slot = this.freeSlots.pop() ?? this.nextShared++ % this.chainSlots;
     try {
       if (this.freshFirst && !this.lookUpFirst) {
@@ -330,7 +331,7 @@ export class AuditStore {
   private async chained(
     name: string | undefined,
     text: string,
-    json: string,
+    json: BatchJson,
     slot: number,
     chain: BatchDigests,
   ): Promise<number> {
@@ -488,6 +489,12 @@ const insertedOf = (r: pg.QueryResult<{ inserted: number }>) => r.rows[0]?.inser
 
 /** What the writer computes of a batch for its chain (`AuditStore.digests`). */
 type BatchDigests = { digests: Buffer; micros: string[] };
+
+/**
+ * A batch's events as one JSON array: its text, or jsonb's binary form of it (a version byte, 1,
+ * then the UTF-8 text), which Postgres reads as a binary parameter of the `$1::jsonb` statements.
+ */
+export type BatchJson = string | Buffer;
 
 /**
  * An event time the writer cannot read (none the event schema accepts): refused with the SQLSTATE

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { promisify } from 'node:util';
 import { deflateRaw, inflateRaw } from 'node:zlib';
 import { ERROR_CODES, IdempotencyError, type UndecodableCause } from '../errors/idempotency-error.js';
@@ -22,8 +23,12 @@ export type AuditBatchData = {
 /** Tags a batch's payload (batch-tag.ts), or answers undefined. */
 export type BatchTagger = (count: number, payload: string) => string | undefined;
 
-/** A batch decoded by the writer: the events, and their JSON text as it was encoded. */
-export type DecodedAuditBatch = { events: unknown[]; json?: string };
+/**
+ * A batch decoded by the writer: the events, and their JSON array as it was encoded: its text, or
+ * (well-formed UTF-8, the emitters' case) the jsonb binary form of its bytes, the version byte
+ * then the text, which a statement reads as `$1::jsonb` without the text becoming a string here.
+ */
+export type DecodedAuditBatch = { events: unknown[]; json?: string | Buffer };
 
 const deflate = promisify(deflateRaw);
 const inflate = promisify(inflateRaw);
@@ -176,12 +181,27 @@ export async function decodeAuditBatch(data: unknown): Promise<DecodedAuditBatch
   if (Array.isArray(d.events)) return { events: d.events };
   if (d.encoding !== 'deflate-raw' || typeof d.payload !== 'string')
     throw new UndecodableAuditBatchError('not_a_batch');
-  let json: string;
+  let inflated: Buffer;
   try {
-    json = (await inflate(Buffer.from(d.payload, 'base64'), { maxOutputLength: MAX_INFLATED_BYTES })).toString('utf8');
+    inflated = await inflate(Buffer.from(d.payload, 'base64'), { maxOutputLength: MAX_INFLATED_BYTES });
   } catch {
     throw new UndecodableAuditBatchError('not_inflatable');
   }
+  // Well-formed UTF-8 (what emitters write): the events are read one by one, and the bytes kept
+  // for the store as jsonb's binary form. Otherwise the text as decoded, ill-formed sequences replaced.
+  if (isUtf8(inflated)) {
+    const jsonb = Buffer.allocUnsafe(inflated.length + 1);
+    jsonb[0] = JSONB_VERSION;
+    inflated.copy(jsonb, 1);
+    const bytes = jsonb.subarray(1);
+    return { events: eventsOf(bytes) ?? arrayOf(bytes.toString('utf8')), json: jsonb };
+  }
+  const json = inflated.toString('utf8');
+  return { events: arrayOf(json), json };
+}
+
+/** The JSON array `json` holds; throws UndecodableAuditBatchError. */
+function arrayOf(json: string): unknown[] {
   let events: unknown;
   try {
     events = JSON.parse(json);
@@ -189,5 +209,43 @@ export async function decodeAuditBatch(data: unknown): Promise<DecodedAuditBatch
     throw new UndecodableAuditBatchError('not_json');
   }
   if (!Array.isArray(events)) throw new UndecodableAuditBatchError('not_an_array');
-  return { events, json };
+  return events;
+}
+
+/** The first byte of jsonb's binary form (its version), followed by the JSON text. */
+const JSONB_VERSION = 1;
+
+const BETWEEN_EVENTS = Buffer.from('},{');
+
+/**
+ * The elements of a JSON array of objects written without spaces (what {@link BatchBytes} and
+ * `JSON.stringify` write), each parsed from its own part of the bytes; undefined when they cannot
+ * be read that way, and the whole text is to be parsed at once.
+ *
+ * A batch of 500 events is about 300 KB: as one string it is a large object of the JavaScript
+ * heap, allocated apart and freed by a full collection, which costs more than reading it. The
+ * parts are found at each `},{` and each must parse. Each part starts where an element does; one
+ * cut inside that element (at a `},{` in a string, or between nested objects) ends before the
+ * element does, and one that runs past it (the next element is no object) holds more than it:
+ * neither parses. So every part that parses is one whole element, and the parts are the array's
+ * elements exactly, as one parse of the whole would read them.
+ * A cut is at ASCII bytes, which no multi-byte character contains, so each part decodes as it
+ * does within the whole. At most one part fails, and the whole is then parsed once.
+ */
+function eventsOf(bytes: Buffer): unknown[] | undefined {
+  const last = bytes.length - 1;
+  if (last < 1 || bytes[0] !== 0x5b || bytes[last] !== 0x5d) return undefined; // [ ]
+  if (last === 1) return [];
+  const events: unknown[] = [];
+  for (let start = 1; ; ) {
+    const cut = bytes.indexOf(BETWEEN_EVENTS, start);
+    const end = cut < 0 ? last : cut + 1;
+    try {
+      events.push(JSON.parse(bytes.toString('utf8', start, end)));
+    } catch {
+      return undefined;
+    }
+    if (cut < 0) return events;
+    start = cut + 2;
+  }
 }

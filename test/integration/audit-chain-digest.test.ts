@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditEvent } from '../../src/audit/audit-event.js';
 import { AuditStore } from '../../src/audit/audit-store.js';
+import { auditBatchJob, decodeAuditBatch } from '../../src/audit/batch-codec.js';
 import { CHAIN_DIGEST_VERSION, microsTextSql } from '../../src/audit/chain-sql.js';
 import { canonicalJson, eventColumnsDigest, eventDigestV4, eventMicros } from '../../src/audit/event-digest.js';
 import { COLUMNS } from '../../src/audit/insert-statement.js';
@@ -139,12 +140,17 @@ describe('stored and verified', () => {
   beforeAll(async () => {
     const store = new AuditStore(pool, t.schema, policy, { chainSlots: 2 });
     const events = Array.from({ length: N }, (_, i) => event(i));
-    // Once as objects, once as the writer's JSON text (passed through as it is).
-    const a = await store.writeBatch(events.slice(0, N / 2));
-    const rest = events.slice(N / 2);
-    const b = await store.writeBatch(JSON.parse(JSON.stringify(rest)), JSON.stringify(rest));
+    // As objects, as JSON text (passed through as it is), and as the writer reads a job: the
+    // events parsed from the batch's bytes, and the bytes passed on as jsonb's binary form.
+    const third = Math.floor(N / 3);
+    const a = await store.writeBatch(events.slice(0, third));
+    const middle = events.slice(third, 2 * third);
+    const b = await store.writeBatch(JSON.parse(JSON.stringify(middle)), JSON.stringify(middle));
+    const decoded = await decodeAuditBatch((await auditBatchJob(events.slice(2 * third))).data);
+    expect(Buffer.isBuffer(decoded.json)).toBe(true);
+    const c = await store.writeBatch(decoded.events, decoded.json);
     await store.close();
-    expect(a.inserted + b.inserted).toBe(N);
+    expect(a.inserted + b.inserted + c.inserted).toBe(N);
   });
 
   it('every event is chained under the current version and verifies clean', async () => {

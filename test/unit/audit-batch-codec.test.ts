@@ -1,3 +1,6 @@
+import { promisify } from 'node:util';
+import { deflateRaw } from 'node:zlib';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type AuditEvent, eventIdFor } from '../../src/audit/audit-event.js';
 import {
@@ -138,5 +141,85 @@ describe('eventBytes', () => {
     cyclic.details.self = cyclic;
     expect(eventBytes(cyclic)).toBeUndefined();
     expect(eventBytes({ ...event(2, ''), details: { n: 1n } })).toBeUndefined();
+  });
+});
+
+describe('decodeAuditBatch', () => {
+  const deflate = promisify(deflateRaw);
+  /** An audit job's data for these bytes, as the emitter encodes a batch. */
+  const jobData = async (bytes: Buffer) => ({
+    encoding: 'deflate-raw',
+    count: 0,
+    payload: (await deflate(bytes)).toString('base64'),
+  });
+  /** What the writer must read: the whole text parsed at once, as decoded. */
+  const whole = (bytes: Buffer) => JSON.parse(bytes.toString('utf8'));
+
+  // Texts that put the cut's bytes where a cut would be wrong: inside strings, between nested
+  // objects, next to escapes and characters of 2 to 4 bytes.
+  const tricky = fc.constantFrom('},{', '},{"', '"},{"a":1}', '\\},{', '\\"},{', '{', '}', ',', '€},{😀', '\u2028');
+  const text = fc.oneof(
+    fc.string(),
+    fc.string({ unit: 'binary' }),
+    fc.array(tricky).map((a) => a.join('')),
+  );
+  const leaf = fc.oneof(text, fc.integer(), fc.boolean(), fc.constant(null));
+  const value = fc.letrec((tie) => ({
+    value: fc.oneof({ depthSize: 'small' }, leaf, tie('object'), fc.array(tie('value'), { maxLength: 3 })),
+    object: fc.dictionary(text, tie('value'), { maxKeys: 4 }),
+  })).value;
+  const objects = fc.array(fc.dictionary(text, value, { maxKeys: 5 }), { maxLength: 6 });
+
+  it('reads an array of objects as one parse of its text would, and keeps its bytes as jsonb', async () => {
+    await fc.assert(
+      fc.asyncProperty(objects, async (events) => {
+        const bytes = Buffer.from(JSON.stringify(events));
+        const decoded = await decodeAuditBatch(await jobData(bytes));
+        expect(decoded.events).toEqual(whole(bytes));
+        // jsonb's binary form: its version (1), then the text's bytes exactly.
+        expect(Buffer.isBuffer(decoded.json)).toBe(true);
+        expect((decoded.json as Buffer)[0]).toBe(1);
+        expect((decoded.json as Buffer).subarray(1).equals(bytes)).toBe(true);
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('reads any JSON array as one parse does: spaces, values that are not objects, a cut inside an element', async () => {
+    const layouts: ((events: unknown[]) => string)[] = [
+      (e) => JSON.stringify(e, null, 1),
+      (e) => `[ ${e.map((x) => JSON.stringify(x)).join(' , ')} ]`,
+      (e) => JSON.stringify([1, ...e, 'x', [{}, {}]]),
+      (e) => JSON.stringify([...e, { a: [{ b: '},{' }, { c: 1 }] }]),
+    ];
+    await fc.assert(
+      fc.asyncProperty(objects, fc.constantFrom(...layouts), async (events, layout) => {
+        const bytes = Buffer.from(layout(events));
+        expect((await decodeAuditBatch(await jobData(bytes))).events).toEqual(whole(bytes));
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('reads ill-formed UTF-8 as its decoded text, and refuses what is not a JSON array', async () => {
+    // A lone lead byte, a stray continuation byte and a truncated 4-byte sequence, each next to a cut.
+    const bytes = Buffer.concat([
+      Buffer.from('[{"a":"x'),
+      Buffer.from([0xe2]),
+      Buffer.from('"},{"b":"'),
+      Buffer.from([0x80, 0xf0, 0x9f]),
+      Buffer.from('"}]'),
+    ]);
+    const decoded = await decodeAuditBatch(await jobData(bytes));
+    expect(decoded.events).toEqual(whole(bytes));
+    expect(decoded.json).toBe(bytes.toString('utf8'));
+    for (const [bad, problem] of [
+      ['[{"a":1},{"b":', 'not_json'],
+      ['[{"a":1}},{"b":2}]', 'not_json'],
+      ['{"a":1}', 'not_an_array'],
+    ] as const) {
+      await expect(decodeAuditBatch(await jobData(Buffer.from(bad)))).rejects.toMatchObject({ problem });
+    }
+    expect((await decodeAuditBatch(await jobData(Buffer.from('[]')))).events).toEqual([]);
   });
 });
