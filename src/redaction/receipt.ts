@@ -84,12 +84,14 @@ export class ReceiptBuilder {
     const counts = this.#counts ?? [];
     const pairs: [string, number][] = rules.map((r, i) => [r, counts[i]!]);
     if (pairs.length > 1) pairs.sort(byRule);
+    // Its keys in sorted order, as the audit chain's digest takes them (event-digest.ts): it
+    // hashes the receipt as it is, without building it again.
     const receipt: RedactionReceipt = {
-      policyVersion: this.policyVersion,
-      rules: pairs.map(([rule]) => rule),
-      paths: this.#paths ?? [],
       counts: Object.fromEntries(pairs),
       keyIds: this.#keyIds === undefined ? [] : this.#keyIds.length > 1 ? this.#keyIds.sort() : this.#keyIds,
+      paths: this.#paths ?? [],
+      policyVersion: this.policyVersion,
+      rules: pairs.map(([rule]) => rule),
     };
     if (this.#truncated) receipt.truncated = true;
     return receipt;
@@ -113,11 +115,11 @@ export function mergeReceipts(first: RedactionReceipt, ...rest: RedactionReceipt
   }
   const sorted = [...counts].sort(byRule);
   const merged: RedactionReceipt = {
-    policyVersion: first.policyVersion,
-    rules: sorted.map(([rule]) => rule),
-    paths: [...paths],
     counts: Object.fromEntries(sorted),
     keyIds: [...keyIds].sort(),
+    paths: [...paths],
+    policyVersion: first.policyVersion,
+    rules: sorted.map(([rule]) => rule),
   };
   if (truncated) merged.truncated = true;
   return merged;

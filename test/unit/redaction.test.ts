@@ -533,6 +533,24 @@ describe('receipts', () => {
       keyIds: ['k1'],
     });
   });
+
+  it('are built with their keys in sorted order, as the audit chain hashes them without building them again', () => {
+    const sortedKeys = (o: object) => {
+      const keys = Object.keys(o);
+      return keys.every((k, i) => i === 0 || (keys[i - 1] as string) < k);
+    };
+    const small = policyWith({ limits: { maxReceiptPaths: 1 } });
+    const receipts = [
+      redact({ a: { password: 1 }, b: { password: 1 }, note: 'mail ann@example.org', userId: 'u' }, small).receipt,
+      redact({ note: 'card 4539 8073 9823 7388, ann@example.org', token: 'x' }, policy).receipt,
+      redact({ nothing: 'here' }, policy).receipt,
+    ];
+    expect(receipts[0]?.truncated).toBe(true);
+    for (const r of [...receipts, mergeReceipts(receipts[0]!, ...receipts.slice(1))]) {
+      expect(sortedKeys(r)).toBe(true);
+      expect(sortedKeys(r.counts)).toBe(true);
+    }
+  });
 });
 
 describe('errors', () => {
