@@ -26,8 +26,10 @@
  * BENCH_AUDIT_WRITER_RULES=builtin (the writer holds the built-in rules, not the bench's),
  * BENCH_AUDIT_PIPELINE=floor with BENCH_AUDIT_ONLY=pipeline (the pipeline's floor: the transport
  * floor's emitter and a writer storing rows and one row per event id, nothing else; see
- * PIPELINE_FLOOR), or BENCH_AUDIT_PIPELINE=guarded (the same floor with each event redacted by the
- * emitter's redactor inside the timed burst: PIPELINE_GUARDED).
+ * PIPELINE_FLOOR), BENCH_AUDIT_PIPELINE=guarded (the same floor with each event redacted by the
+ * emitter's redactor inside the timed burst: PIPELINE_GUARDED), or BENCH_AUDIT_PIPELINE=chained
+ * (the guarded floor's emitter, and a writer that stores each batch with the library's hash chain
+ * and nothing else: PIPELINE_CHAINED).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -74,7 +76,14 @@ const CHAINED = process.env.BENCH_AUDIT_CHAIN !== 'off';
  * emitter that redacts on the worker's side must: the most a pipeline with redaction can carry on
  * this design, before any check, limit, outbox or chain.
  */
-const PIPELINE_GUARDED = process.env.BENCH_AUDIT_PIPELINE === 'guarded';
+/**
+ * `BENCH_AUDIT_PIPELINE=chained`: the chained guarded floor. The guarded floor's emitter, and a
+ * writer that stores each batch as the library does, with the hash chain and the receipts
+ * (bench/lib/chained-floor-store.ts), and nothing else: no check, no second redaction, no tag.
+ * The least a pipeline that redacts on the worker's side and keeps a tamper-evident trail costs.
+ */
+const PIPELINE_CHAINED = process.env.BENCH_AUDIT_PIPELINE === 'chained';
+const PIPELINE_GUARDED = process.env.BENCH_AUDIT_PIPELINE === 'guarded' || PIPELINE_CHAINED;
 /**
  * `BENCH_AUDIT_PIPELINE=floor` (with `BENCH_AUDIT_ONLY=pipeline`): the pipeline's floor. The events,
  * redacted before each burst is timed, are written, batched, deflated and queued with no check
@@ -85,7 +94,7 @@ const PIPELINE_GUARDED = process.env.BENCH_AUDIT_PIPELINE === 'guarded';
 const PIPELINE_FLOOR = process.env.BENCH_AUDIT_PIPELINE === 'floor' || PIPELINE_GUARDED;
 if (PIPELINE_FLOOR && !PIPELINE_ONLY)
   throw new Error('BENCH_AUDIT_PIPELINE=floor or guarded runs with BENCH_AUDIT_ONLY=pipeline');
-const CHAIN_WRITTEN = CHAINED && !PIPELINE_FLOOR;
+const CHAIN_WRITTEN = CHAINED && (!PIPELINE_FLOOR || PIPELINE_CHAINED);
 const id = randomBytes(3).toString('hex');
 const schema = `bench_audit_${id}`;
 const prefix = `{bench-audit-${id}}`;
@@ -164,7 +173,14 @@ async function startWriterProcess(): Promise<ChildProcess> {
       '--import',
       'tsx',
       ...(CHAINED ? [] : ['--import', fileURLToPath(new URL('./lib/unchained-store.ts', import.meta.url))]),
-      ...(PIPELINE_FLOOR ? ['--import', fileURLToPath(new URL('./lib/floor-store.ts', import.meta.url))] : []),
+      ...(PIPELINE_FLOOR
+        ? [
+            '--import',
+            fileURLToPath(
+              new URL(PIPELINE_CHAINED ? './lib/chained-floor-store.ts' : './lib/floor-store.ts', import.meta.url),
+            ),
+          ]
+        : []),
       fileURLToPath(new URL('../jobs/main.ts', import.meta.url)),
     ],
     {
@@ -502,7 +518,9 @@ try {
         ? [
             [
               'pipeline',
-              `${PIPELINE_GUARDED ? 'guarded floor: redacted, then ' : 'floor: '}transport floor → writer → rows and one row per id`,
+              PIPELINE_CHAINED
+                ? 'chained guarded floor: redacted, then transport floor → writer → the store with its hash chain'
+                : `${PIPELINE_GUARDED ? 'guarded floor: redacted, then ' : 'floor: '}transport floor → writer → rows and one row per id`,
             ],
           ]
         : []),
@@ -543,7 +561,7 @@ try {
   );
   jsonLine('audit', {
     chain: CHAIN_WRITTEN,
-    pipeline: PIPELINE_GUARDED ? 'guarded' : PIPELINE_FLOOR ? 'floor' : 'library',
+    pipeline: PIPELINE_CHAINED ? 'chained' : PIPELINE_GUARDED ? 'guarded' : PIPELINE_FLOOR ? 'floor' : 'library',
     tagged: TAGGED,
     writer_rules: WRITER_BUILTIN ? 'builtin' : 'bench',
     writer_batches_tag_held: PIPELINE_FLOOR ? null : writerBatches.held,

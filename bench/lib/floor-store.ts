@@ -16,7 +16,7 @@ type StoreInside = { pool: import('pg').Pool; schema: string };
 (AuditStore.prototype as unknown as { writeBatch: unknown }).writeBatch = async function (
   this: StoreInside,
   raw: unknown[],
-  json?: string,
+  json?: string | Buffer,
 ) {
   const res = await this.pool.query({
     name: `bench_floor_${this.schema}`,
