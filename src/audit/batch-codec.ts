@@ -223,11 +223,12 @@ const BETWEEN_EVENTS = Buffer.from('},{');
  * be read that way, and the whole text is to be parsed at once.
  *
  * A batch of 500 events is about 300 KB: as one string it is a large object of the JavaScript
- * heap, allocated apart and freed by a full collection, which costs more than reading it. The
- * parts are found at each `},{` and each must parse. Each part starts where an element does; one
- * cut inside that element (at a `},{` in a string, or between nested objects) ends before the
- * element does, and one that runs past it (the next element is no object) holds more than it:
- * neither parses. So every part that parses is one whole element, and the parts are the array's
+ * heap, in pages of its own, mapped for it and freed by a full collection. Where a page touched
+ * for the first time is dear (10 µs on the machine of docs/performance.md), making it costs more
+ * than reading it. The parts are found at each `},{` and each must parse. Each part starts where
+ * an element does; one cut inside that element (at a `},{` in a string, or between nested
+ * objects) ends before the element does, and one that runs past it (the next element is no
+ * object, or spaces come between) holds more than it: neither parses. So every part that parses is one whole element, and the parts are the array's
  * elements exactly, as one parse of the whole would read them.
  * A cut is at ASCII bytes, which no multi-byte character contains, so each part decodes as it
  * does within the whole. At most one part fails, and the whole is then parsed once.
