@@ -44,10 +44,10 @@ export type ClaimOptions = {
   downstream: Downstream;
   /** Who holds the lease (worker id); informational, never used for decisions. */
   owner?: string;
-  jobId?: string;
+  jobId?: string | undefined;
   queue?: string;
-  taskId?: string;
-  stepId?: string;
+  taskId?: string | undefined;
+  stepId?: string | undefined;
 };
 
 /** The result of a claim: exactly one claimer of a key gets `acquired`. */

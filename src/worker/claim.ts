@@ -4,12 +4,87 @@ import { fingerprint } from '../fingerprint/fingerprint.js';
 import { fingerprintKeyId } from '../fingerprint/keyed-fingerprint.js';
 import type { ClaimOptions, ClaimOutcome } from '../ledger/types.js';
 import { unrecoverable } from '../sealing/bullmq-errors.js';
-import { lazyField } from '../shared/lazy-field.js';
 import type { AttemptEvents } from './record.js';
 import type { AttemptScope, ClaimDecision, RunnerSettings } from './types.js';
 
 // The claim, for an operation and its steps alike: its options built, the ledger asked (once
 // more after a keyring rotation), and its outcome mapped to what the attempt does next.
+
+/**
+ * A claim's options as the wrapper makes them. The ids the ledger stores (job, task, step: in clear
+ * when they match a format, else their refs) are made when first read, which the ledger does when
+ * a claim statement writes them (a claim that inserts or takes over the row), not for a replay,
+ * which its read answers: a keyed ref costs an HMAC, and the job id's check against its key a
+ * hash. Getters of the class rather than accessors defined on each object: `Object.defineProperty`
+ * cost about 2 µs a claim, more than the rest of its options. A spread copies own properties
+ * only and would lose the ids: {@link withFingerprint} makes the same claim with another fingerprint.
+ */
+class AttemptClaim implements ClaimOptions {
+  readonly key: ClaimOptions['key'];
+  readonly operation: string;
+  readonly fingerprint: string;
+  readonly leaseMs: number;
+  readonly retentionMs: number;
+  readonly downstream: ClaimOptions['downstream'];
+  readonly owner: string;
+  readonly queue: string;
+  // Private: what the ids are made from, not options of the claim (a spread or a log shows none of it).
+  readonly #s: RunnerSettings<unknown>;
+  readonly #scope: AttemptScope;
+  #ids: { jobId?: string; taskId?: string; stepId?: string } | undefined;
+
+  constructor(
+    s: RunnerSettings<unknown>,
+    scope: AttemptScope,
+    operation: string,
+    fp: string,
+    ids?: { jobId?: string; taskId?: string; stepId?: string },
+  ) {
+    this.key = scope.key;
+    this.operation = operation;
+    this.fingerprint = fp;
+    this.leaseMs = s.op.leaseMs;
+    this.retentionMs = s.op.retentionMs;
+    this.downstream = s.op.downstream;
+    this.owner = s.owner;
+    this.queue = scope.job.queueName;
+    this.#s = s;
+    this.#scope = scope;
+    this.#ids = ids;
+  }
+
+  get jobId(): string | undefined {
+    return this.#made().jobId;
+  }
+
+  get taskId(): string | undefined {
+    return this.#made().taskId;
+  }
+
+  get stepId(): string | undefined {
+    return this.#made().stepId;
+  }
+
+  /** The same claim with fingerprint `fp`, its ids made once for both. */
+  withFingerprint(fp: string): AttemptClaim {
+    return new AttemptClaim(this.#s, this.#scope, this.operation, fp, this.#made());
+  }
+
+  /** The ids as the audit trail tells them, made on the first read. */
+  #made(): { jobId?: string; taskId?: string; stepId?: string } {
+    if (this.#ids !== undefined) return this.#ids;
+    const s = this.#s;
+    const scope = this.#scope;
+    const { id } = scope.job;
+    const { taskId, stepId } = scope;
+    const ids: { jobId?: string; taskId?: string; stepId?: string } = {};
+    if (id) ids.jobId = s.ids('jobId', id, { operationId: scope.parentK ?? scope.k });
+    if (taskId) ids.taskId = s.ids('taskId', taskId);
+    if (stepId) ids.stepId = s.ids('stepId', stepId);
+    this.#ids = ids;
+    return ids;
+  }
+}
 
 /**
  * The claim of `scope`'s key, for the operation (`operation` is its name) or one of its steps
@@ -21,25 +96,7 @@ export function claimOptions(
   operation: string,
   fp: string,
 ): ClaimOptions {
-  const options: ClaimOptions = {
-    key: scope.key,
-    operation,
-    fingerprint: fp,
-    leaseMs: s.op.leaseMs,
-    retentionMs: s.op.retentionMs,
-    downstream: s.op.downstream,
-    owner: s.owner,
-    queue: scope.job.queueName,
-  };
-  // The ids as the audit trail tells them: in clear when they match a format, else their refs.
-  // Made when the ledger writes them (a claim that inserts or takes over the row), not for a
-  // replay, which the ledger answers from its read: a keyed ref costs an HMAC.
-  const { id } = scope.job;
-  const { taskId, stepId } = scope;
-  if (id) lazyField(options, 'jobId', () => s.ids('jobId', id, { operationId: scope.parentK ?? scope.k }));
-  if (taskId) lazyField(options, 'taskId', () => s.ids('taskId', taskId));
-  if (stepId) lazyField(options, 'stepId', () => s.ids('stepId', stepId));
-  return options;
+  return new AttemptClaim(s, scope, operation, fp);
 }
 
 /** A claim's outcome and the fingerprint the attempt goes on with (the stored one after a rotation). */
@@ -61,7 +118,8 @@ export async function claimKey(
   const stored = claim.storedFingerprint;
   const again = refingerprint(s, input.value, stored);
   if (again !== stored) return { claim, fingerprint: options.fingerprint };
-  return { claim: await s.options.ledger.claim({ ...options, fingerprint: stored }), fingerprint: stored };
+  const retry = options instanceof AttemptClaim ? options.withFingerprint(stored) : { ...options, fingerprint: stored };
+  return { claim: await s.options.ledger.claim(retry), fingerprint: stored };
 }
 
 /** `input`'s fingerprint in the form `stored` was made in, or undefined when that is the current form. */

@@ -6,7 +6,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PostgresLedger } from '../../src/ledger/postgres-ledger.js';
 import type { ClaimOptions } from '../../src/ledger/types.js';
-import { lazyField } from '../../src/shared/lazy-field.js';
 import { TestContext } from '../helpers/context.js';
 import { acquireClaim, payClaim } from '../helpers/ledger-claims.js';
 
@@ -65,18 +64,5 @@ describe("a claim's ids", () => {
     const waiting = counted(busy);
     expect(await ledger.claim(waiting.options)).toMatchObject({ kind: 'inProgress' });
     expect(waiting.reads()).toBe(0);
-  });
-});
-
-describe('lazyField', () => {
-  it('makes the value once, on the first read, and spreads as a plain value', () => {
-    let made = 0;
-    const o: { v?: number } = {};
-    lazyField(o, 'v', () => ++made);
-    expect(made).toBe(0);
-    expect(o.v).toBe(1);
-    expect(o.v).toBe(1);
-    expect({ ...o }).toEqual({ v: 1 });
-    expect(made).toBe(1);
   });
 });
