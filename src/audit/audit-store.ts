@@ -10,7 +10,7 @@ import { IdempotencyConfigError } from '../errors/errors.js';
 import { DEFAULT_REDACTION_POLICY, type RedactionPolicy } from '../redaction/define-policy.js';
 import { engineOf } from '../redaction/policy-engine.js';
 import { type AuditEvent, auditEventSchema } from './audit-event.js';
-import type { AuditBatchData } from './batch-codec.js';
+import type { AuditBatchData, BatchJson } from './batch-codec.js';
 import { batchTagHolds } from './batch-tag.js';
 import { CHAIN_HEAD_MISSING } from './chain-sql.js';
 import { isAuditEvent } from './check-event.js';
@@ -489,12 +489,6 @@ const insertedOf = (r: pg.QueryResult<{ inserted: number }>) => r.rows[0]?.inser
 
 /** What the writer computes of a batch for its chain (`AuditStore.digests`). */
 type BatchDigests = { digests: Buffer; micros: string[] };
-
-/**
- * A batch's events as one JSON array: its text, or jsonb's binary form of it (a version byte, 1,
- * then the UTF-8 text), which Postgres reads as a binary parameter of the `$1::jsonb` statements.
- */
-export type BatchJson = string | Buffer;
 
 /**
  * An event time the writer cannot read (none the event schema accepts): refused with the SQLSTATE

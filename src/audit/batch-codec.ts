@@ -28,7 +28,13 @@ export type BatchTagger = (count: number, payload: string) => string | undefined
  * (well-formed UTF-8, the emitters' case) the jsonb binary form of its bytes, the version byte
  * then the text, which a statement reads as `$1::jsonb` without the text becoming a string here.
  */
-export type DecodedAuditBatch = { events: unknown[]; json?: string | Buffer };
+export type DecodedAuditBatch = { events: unknown[]; json?: BatchJson };
+
+/**
+ * A batch's events as one JSON array: its text, or jsonb's binary form of it (a version byte, 1,
+ * then the UTF-8 text), which Postgres reads as a binary parameter of the `$1::jsonb` statements.
+ */
+export type BatchJson = string | Buffer;
 
 const deflate = promisify(deflateRaw);
 const inflate = promisify(inflateRaw);

@@ -107,7 +107,7 @@ describe("the wrapper's claim options", () => {
   it('claimed again with the stored fingerprint keep their ids, made once for both claims', async () => {
     const claims: unknown[] = [];
     const { s, calls } = settings(claims);
-    s.keyring = { has: () => true, currentId: 'k2' } as unknown as RunnerSettings<unknown>['keyring'];
+    (s as { keyring: unknown }).keyring = { has: () => true, currentId: 'k2' };
     // The stored fingerprint was made with k1, no longer the current key: the input is fingerprinted again with it.
     (s.op as { fingerprintOf: unknown }).fingerprintOf = (_input: unknown, _ring: unknown, keyId: string) =>
       `fp1:${keyId}:stored`;
