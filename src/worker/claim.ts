@@ -31,14 +31,15 @@ class AttemptClaim implements ClaimOptions {
   // Private: what the ids are made from, not options of the claim (a spread or a log shows none of it).
   readonly #s: RunnerSettings<unknown>;
   readonly #scope: AttemptScope;
-  #ids: { jobId?: string; taskId?: string; stepId?: string } | undefined;
+  /** Each id as made (null: the attempt has none), undefined until first read. */
+  readonly #ids: { jobId?: string | null; taskId?: string | null; stepId?: string | null };
 
   constructor(
     s: RunnerSettings<unknown>,
     scope: AttemptScope,
     operation: string,
     fp: string,
-    ids?: { jobId?: string; taskId?: string; stepId?: string },
+    ids: { jobId?: string | null; taskId?: string | null; stepId?: string | null } = {},
   ) {
     this.key = scope.key;
     this.operation = operation;
@@ -53,36 +54,38 @@ class AttemptClaim implements ClaimOptions {
     this.#ids = ids;
   }
 
+  /** The job id, in clear when it is the library's id of the key (the operation's, for a step), else its ref. */
   get jobId(): string | undefined {
-    return this.#made().jobId;
+    const { job, parentK, k } = this.#scope;
+    return this.#made('jobId', job.id, { operationId: parentK ?? k });
   }
 
   get taskId(): string | undefined {
-    return this.#made().taskId;
+    return this.#made('taskId', this.#scope.taskId);
   }
 
   get stepId(): string | undefined {
-    return this.#made().stepId;
+    return this.#made('stepId', this.#scope.stepId);
   }
 
   /** The same claim with fingerprint `fp`, its ids made once for both. */
   withFingerprint(fp: string): AttemptClaim {
-    return new AttemptClaim(this.#s, this.#scope, this.operation, fp, this.#made());
+    const ids = { jobId: this.jobId ?? null, taskId: this.taskId ?? null, stepId: this.stepId ?? null };
+    return new AttemptClaim(this.#s, this.#scope, this.operation, fp, ids);
   }
 
-  /** The ids as the audit trail tells them, made on the first read. */
-  #made(): { jobId?: string; taskId?: string; stepId?: string } {
-    if (this.#ids !== undefined) return this.#ids;
-    const s = this.#s;
-    const scope = this.#scope;
-    const { id } = scope.job;
-    const { taskId, stepId } = scope;
-    const ids: { jobId?: string; taskId?: string; stepId?: string } = {};
-    if (id) ids.jobId = s.ids('jobId', id, { operationId: scope.parentK ?? scope.k });
-    if (taskId) ids.taskId = s.ids('taskId', taskId);
-    if (stepId) ids.stepId = s.ids('stepId', stepId);
-    this.#ids = ids;
-    return ids;
+  /** `field`'s id as the audit trail tells it, made on its first read. */
+  #made(
+    field: 'jobId' | 'taskId' | 'stepId',
+    value: string | undefined,
+    context?: { operationId: string },
+  ): string | undefined {
+    let made = this.#ids[field];
+    if (made === undefined) {
+      made = value ? this.#s.ids(field, value, context) : null;
+      this.#ids[field] = made;
+    }
+    return made ?? undefined;
   }
 }
 

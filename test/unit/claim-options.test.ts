@@ -66,13 +66,14 @@ describe("the wrapper's claim options", () => {
     expect(calls).toEqual([]);
   });
 
-  it('make the ids on the first read, once, the job id checked against the key', () => {
+  it('make each id on its first read, once, the job id checked against the key', () => {
     const { s, calls } = settings();
     const o = claimOptions(s, scope(), 'pay.charge', 'fp1');
+    expect(o.jobId).toBe('jobId:idem_job');
+    expect(calls).toEqual([{ field: 'jobId', value: 'idem_job', operationId: 'pay:order-1:v1' }]);
     expect(o.taskId).toBe('taskId:task-9');
-    expect(o.jobId).toBe('jobId:idem_job');
     expect(o.stepId).toBeUndefined();
-    expect(o.jobId).toBe('jobId:idem_job');
+    expect([o.jobId, o.taskId, o.stepId]).toEqual(['jobId:idem_job', 'taskId:task-9', undefined]);
     expect(calls).toEqual([
       { field: 'jobId', value: 'idem_job', operationId: 'pay:order-1:v1' },
       { field: 'taskId', value: 'task-9', operationId: undefined },
@@ -87,11 +88,10 @@ describe("the wrapper's claim options", () => {
       'pay.charge#notify',
       'fp1',
     );
-    expect(o.stepId).toBe('stepId:notify');
-    expect(o.taskId).toBeUndefined();
+    expect([o.stepId, o.taskId, o.jobId]).toEqual(['stepId:notify', undefined, 'jobId:idem_job']);
     expect(calls).toEqual([
-      { field: 'jobId', value: 'idem_job', operationId: 'pay:order-1:v1' },
       { field: 'stepId', value: 'notify', operationId: undefined },
+      { field: 'jobId', value: 'idem_job', operationId: 'pay:order-1:v1' },
     ]);
   });
 
