@@ -141,6 +141,12 @@ describe('worker observability', () => {
     }
     const outcomes = ours.filter((s) => s.name === 'idempotency.claim').map((s) => s.attributes['idempotency.outcome']);
     expect(outcomes.sort()).toEqual(['acquired', 'acquired', 'conflict', 'replayed']);
+    // Each claim's span names its job, as the trail tells the id (these are identifiers: in clear).
+    const claimJobs = ours
+      .filter((s) => s.name === 'idempotency.claim')
+      .map((s) => s.attributes['messaging.message.id']);
+    expect(claimJobs.filter((id) => id === 'again' || id === 'conflicting').sort()).toEqual(['again', 'conflicting']);
+    expect(claimJobs.filter((id) => typeof id === 'string' && id.startsWith('idem_'))).toHaveLength(2);
     const failedRun = ours.find((s) => s.name === 'idempotency.run' && s.status.code === 2);
     expect(failedRun?.status.message).toBe('CARD_DECLINED');
     // Never the error's message, the input or the card number.
