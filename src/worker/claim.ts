@@ -19,7 +19,7 @@ import type { AttemptScope, ClaimDecision, RunnerSettings } from './types.js';
  * cost about 2 µs a claim, more than the rest of its options. A spread copies own properties
  * only and would lose the ids: {@link withFingerprint} makes the same claim with another fingerprint.
  */
-class AttemptClaim implements ClaimOptions {
+export class AttemptClaim implements ClaimOptions {
   readonly key: ClaimOptions['key'];
   readonly operation: string;
   readonly fingerprint: string;
@@ -98,7 +98,7 @@ export function claimOptions(
   scope: AttemptScope,
   operation: string,
   fp: string,
-): ClaimOptions {
+): AttemptClaim {
   return new AttemptClaim(s, scope, operation, fp);
 }
 
@@ -113,7 +113,7 @@ export type Claimed = { claim: ClaimOutcome; fingerprint: string };
  */
 export async function claimKey(
   s: RunnerSettings<unknown>,
-  options: ClaimOptions,
+  options: AttemptClaim,
   input?: { value: unknown },
 ): Promise<Claimed> {
   const claim = await s.options.ledger.claim(options);
@@ -121,8 +121,7 @@ export async function claimKey(
   const stored = claim.storedFingerprint;
   const again = refingerprint(s, input.value, stored);
   if (again !== stored) return { claim, fingerprint: options.fingerprint };
-  const retry = options instanceof AttemptClaim ? options.withFingerprint(stored) : { ...options, fingerprint: stored };
-  return { claim: await s.options.ledger.claim(retry), fingerprint: stored };
+  return { claim: await s.options.ledger.claim(options.withFingerprint(stored)), fingerprint: stored };
 }
 
 /** `input`'s fingerprint in the form `stored` was made in, or undefined when that is the current form. */
