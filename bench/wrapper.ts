@@ -114,17 +114,18 @@ import { canonicalJson } from '../src/fingerprint/canonical-json.js';
 import { boundedKey } from '../src/keys/idempotency-key.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { ENVELOPE_FIELD, type JobEnvelope } from '../src/operation/envelope.js';
+import type { Operation } from '../src/operation/operation.js';
 import { relayIntents } from '../src/ops/intent-relay.js';
 import { defineKeyring } from '../src/sealing/keyring.js';
-import { checkResult, type SealedResult, sealResult, unseal } from '../src/sealing/sealed-result.js';
+import { type SealedResult, sealResult, unseal } from '../src/sealing/sealed-result.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { startProfile, stopProfile } from './lib/cpu-profile.js';
 import {
   batchedStatement,
   freshFloor,
   guardedFreshFloor,
+  guardedReplay,
   keyBatch,
-  storedFingerprint,
   writeFloor,
 } from './lib/floor-batch.js';
 import { jsonLine } from './lib/json-line.js';
@@ -824,13 +825,13 @@ function buildVariants(
   // The guarded fresh floor: the fresh floor with the input's fingerprint stored with the key and
   // the completion fenced by the epoch the claim answered.
   const { claim: guardedClaim, done: guardedDone } = guardedFreshFloor(naivePool, guardedFreshFloorTable);
-  // The guarded replay floor: the stored fingerprint read with the stored result, in one statement per batch.
-  const storedGuarded = batchedStatement<{ key: string }, { fingerprint: Buffer; result: unknown }>(
+  // The guarded replay floor: the stored fingerprint read with the stored result, in one statement
+  // per batch, compared with the input's, and the seal checked.
+  const guardedReplayProcessor = guardedReplay(
     naivePool,
-    'bench_guarded_replay_floor',
-    `select key, fingerprint, result from ${ledger.schema}.idempotency_ledger where key = any($1::text[])`,
-    (sorted) => [sorted.map((r) => r.key)],
-    (row) => ({ fingerprint: row.fingerprint as Buffer, result: row.result }),
+    `${ledger.schema}.idempotency_ledger`,
+    operation as unknown as Operation,
+    BENCH_KEYRING,
   );
   const variants: Record<VariantName, Variant> = {
     raw: {
@@ -981,20 +982,8 @@ function buildVariants(
       ...library('replay'),
       name: 'guarded_replay_floor',
       keepSample: true,
-      // What a correct replay adds to the replay floor: the input's fingerprint made and compared
-      // with the stored one, and the stored seal authenticated for this operation and key, as the
-      // wrapper's replay does (`checkResult`); what it returns is the stored row's, as there.
-      processor: () => async (job: Job, _token?: string, _signal?: AbortSignal) => {
-        const data = job.data as JobEnvelope;
-        const key = boundedKey(data[ENVELOPE_FIELD].key);
-        const fingerprint = storedFingerprint(operation.fingerprintOf(data.input as JobData, BENCH_KEYRING));
-        const row = await storedGuarded.submit({ key });
-        if (row === undefined) throw new Error(`guarded replay floor: ${key} has no row`);
-        if (!fingerprint.equals(row.fingerprint))
-          throw new Error(`guarded replay floor: ${key} was recorded for another input`);
-        checkResult(row.result, BENCH_KEYRING, { operation: operation.name, key });
-        return row.result;
-      },
+      // What a correct replay adds to the replay floor (bench/lib/floor-batch.ts, guardedReplay).
+      processor: () => guardedReplayProcessor,
     },
   };
   return {

@@ -10,9 +10,15 @@
  * compared (replay).
  */
 import { createHash } from 'node:crypto';
+import type { Job } from 'bullmq';
 import type pg from 'pg';
+import { boundedKey } from '../../src/keys/idempotency-key.js';
 import { MicroBatcher } from '../../src/ledger/micro-batcher.js';
 import { fpBytes } from '../../src/ledger/sql/fragments.js';
+import { ENVELOPE_FIELD, type JobEnvelope } from '../../src/operation/envelope.js';
+import type { Operation } from '../../src/operation/operation.js';
+import type { Keyring } from '../../src/sealing/keyring.js';
+import { checkResult } from '../../src/sealing/sealed-result.js';
 
 /** The ledger's batching defaults (PostgresLedger: `batching.maxBatch`, `batching.maxInFlight`). */
 const MAX_BATCH = 200;
@@ -144,3 +150,33 @@ export const narrowGuardedFreshFloor = (pool: pg.Pool, table: string, prefix = '
 
 /** A key as the narrow floor names it: the hex text of its 16-byte MD5 digest. */
 export const narrowKey = (key: string): string => createHash('md5').update(key).digest('hex');
+
+/**
+ * The guarded replay floor's processor: the replay floor (the stored result of the key the job
+ * carries, read by one statement a batch from `ledgerTable`) plus what a correct replay must do
+ * and nothing else: the input's fingerprint made as the library makes it and compared with the
+ * stored one read with the result (a mismatch fails the job), and the seal authenticated for the
+ * operation and key (`checkResult`, as the wrapper's replay does). It returns the stored row's
+ * result, as the wrapper does. Three parameters, as the wrapper declares: BullMQ makes the job's
+ * AbortSignal for it.
+ */
+export function guardedReplay(pool: pg.Pool, ledgerTable: string, operation: Operation, keyring: Keyring) {
+  const stored = batchedStatement<{ key: string }, { fingerprint: Buffer; result: unknown }>(
+    pool,
+    'bench_guarded_replay_floor',
+    `select key, fingerprint, result from ${ledgerTable} where key = any($1::text[])`,
+    (sorted) => [sorted.map((r) => r.key)],
+    (row) => ({ fingerprint: row.fingerprint as Buffer, result: row.result }),
+  );
+  return async (job: Job, _token?: string, _signal?: AbortSignal): Promise<unknown> => {
+    const data = job.data as JobEnvelope;
+    const key = boundedKey(data[ENVELOPE_FIELD].key);
+    const fingerprint = storedFingerprint(operation.fingerprintOf(data.input, keyring));
+    const row = await stored.submit({ key });
+    if (row === undefined) throw new Error(`guarded replay floor: ${key} has no row`);
+    if (!fingerprint.equals(row.fingerprint))
+      throw new Error(`guarded replay floor: ${key} was recorded for another input`);
+    checkResult(row.result, keyring, { operation: operation.name, key });
+    return row.result;
+  };
+}
