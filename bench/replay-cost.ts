@@ -26,9 +26,11 @@ import { type Job, Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { migrate } from '../migrations/migrate.js';
+import { boundedKey } from '../src/keys/idempotency-key.js';
 import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
 import { peek } from '../src/ledger/sql/peek.js';
 import { tablesOf } from '../src/ledger/sql/statement.js';
+import { ENVELOPE_FIELD, type JobEnvelope } from '../src/operation/envelope.js';
 import { defineKeyring } from '../src/sealing/keyring.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { guardedReplay } from './lib/floor-batch.js';
@@ -173,10 +175,20 @@ async function postgresCostPerKey(
       return null;
     }
     const table = tablesOf(schema).ledger;
-    const { rows } = await client.query<{ key: string; fp: string }>(
-      `select key, encode(fingerprint, 'hex') as fp from ${table} order by key`,
+    // Each key with the fingerprint its job's claim sends, as the wrapper makes it.
+    const sent = new Map(
+      jobs.map((job) => {
+        const data = job.data as JobEnvelope;
+        return [
+          boundedKey(data[ENVELOPE_FIELD].key),
+          operation.fingerprintOf(data.input as { id: string; n: number }, keyring),
+        ];
+      }),
     );
-    if (rows.length !== jobs.length) throw new Error(`replay cost: ${rows.length} rows for ${jobs.length} jobs`);
+    const keys = (await client.query<{ key: string }>(`select key from ${table} order by key`)).rows;
+    if (keys.length !== jobs.length) throw new Error(`replay cost: ${keys.length} rows for ${jobs.length} jobs`);
+    const rows = keys.map(({ key }) => ({ key, fp: sent.get(key) as string }));
+    if (rows.some((r) => r.fp === undefined)) throw new Error('replay cost: a row of no job');
     const claimRead = peek.text(tablesOf(schema));
     const inDouble = claimRead
       .replaceAll('floor(extract(epoch from', "floor(date_part('epoch',")
