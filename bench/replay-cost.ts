@@ -21,7 +21,6 @@
  * JSON object with the medians.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { type Job, Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -35,6 +34,7 @@ import { defineKeyring } from '../src/sealing/keyring.js';
 import { withIdempotency } from '../src/worker/with-idempotency.js';
 import { guardedReplay } from './lib/floor-batch.js';
 import { jsonLine } from './lib/json-line.js';
+import { CLK_TCK, procTicks } from './lib/proc-cpu.js';
 import { alternatingRounds } from './lib/rounds.js';
 import { median, perRoundRatios, round2 } from './lib/stats.js';
 import { printTable } from './lib/table.js';
@@ -71,12 +71,8 @@ async function drain(jobs: readonly Job[], processor: Processor): Promise<{ cpuU
 
 /** The CPU time (µs) the process `pid` has used, from /proc; undefined when it is not readable here. */
 function processCpuUs(pid: number): number | undefined {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100; // clock ticks of 10 ms
-  } catch {
-    return undefined;
-  }
+  const t = procTicks(pid);
+  return t === undefined ? undefined : (t.ticks * 1e6) / CLK_TCK;
 }
 
 async function main(): Promise<void> {

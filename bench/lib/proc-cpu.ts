@@ -11,7 +11,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 
 /** Clock ticks per second of /proc figures; 100 on every Linux this runs on (getconf CLK_TCK). */
-const CLK_TCK = 100;
+export const CLK_TCK = 100;
 
 export type CpuSnapshot = {
   /** Ticks per pid, for every process: `side` names the processes of interest. */
@@ -34,7 +34,8 @@ export type CpuSplit = Record<CpuSide | 'other' | 'idle' | 'irq' | 'nodeSys', nu
   others: [string, number][];
 };
 
-function procTicks(pid: number): { comm: string; ticks: number; sys: number } | undefined {
+/** One process's command name and CPU clock ticks (user + system, and system alone); undefined once it has exited or where /proc is not. */
+export function procTicks(pid: number): { comm: string; ticks: number; sys: number } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const close = stat.lastIndexOf(')');
